@@ -1,0 +1,6 @@
+#!/bin/sh
+# Regenerate the autotools build system (configure, Makefile.in).
+set -e
+cd "$(dirname "$0")"
+mkdir -p config/m4 config/aux
+autoreconf -ivf

@@ -1,0 +1,38 @@
+/*
+ * bistro mode: patch the entry of a libc function so that every call to it,
+ * including glibc's own internal calls, reaches our hook.
+ *
+ * Safety while other threads run the function: only the *first instruction*
+ * of the function is replaced, with one atomic 8-byte store.  A thread that
+ * was about to execute it sees either the old or the new instruction, and a
+ * thread stopped after it is not affected.  When that instruction is shorter
+ * than a 5-byte jmp, it becomes a 2-byte jmp to never-executed alignment
+ * padding next to the function (found from the symbol table), which holds the
+ * 5-byte jmp.  The displaced instruction runs from a trampoline placed within
+ * +-2 GiB of the function; calling *orig_p runs the original function.
+ *
+ * Not hook context: uses mprotect and mmap (raw syscalls).  x86_64 only.
+ */
+#ifndef UCM_BISTRO_H_
+#define UCM_BISTRO_H_
+
+#include <ucs/type/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ucm_bistro_target {
+    uintptr_t entry;      /* function address */
+    uintptr_t end;        /* entry + st_size; 0 if unknown */
+    uintptr_t next_start; /* next symbol's address above entry; 0 if unknown */
+    uintptr_t prev_end;   /* end of the symbol below entry; 0 if unknown */
+} ucm_bistro_target_t;
+
+/* UCS_OK and *orig_p set, or UCS_ERR_UNSUPPORTED with *detail_p saying why. */
+ucs_status_t ucm_bistro_patch(const ucm_bistro_target_t *target, void *hook,
+                              void **orig_p, const char **detail_p);
+
+/* Length of the x86_64 instruction at code (0 if not understood); exposed
+ * for the unit tests. */
+size_t ucm_bistro_insn_len(const uint8_t *code);
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * x86_64 entry patching; see ucm_bistro.h.
+ */
+#include "ucm_bistro.h"
+
+#include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_sys.h>
+
+#include <string.h>
+#include <sys/mman.h>
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#define UCM_BISTRO_DISCARD(_a, _l) VALGRIND_DISCARD_TRANSLATIONS(_a, _l)
+#else
+#define UCM_BISTRO_DISCARD(_a, _l)
+#endif
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define UCM_BISTRO_JMP_REL32_LEN 5
+#define UCM_BISTRO_JMP_ABS_LEN   14   /* ff 25 00000000 <addr64> */
+#define UCM_BISTRO_NEAR_LIMIT    0x7ff00000l
+#define UCM_BISTRO_INT3          0xcc
+
+typedef struct {
+    size_t len;
+    int    modrm_at;   /* offset of modrm, -1 if none */
+    int    rip_disp;   /* offset of a RIP-relative disp32, -1 if none */
+    int    rel_at;     /* jmp rel8/rel32: offset of the displacement, -1 */
+    int    rel_size;
+} ucm_bistro_insn_t;
+
+static size_t ucm_bistro_modrm_len(const uint8_t *p, int *rip_rel)
+{
+    uint8_t modrm = p[0], mod = modrm >> 6, rm = modrm & 7;
+    size_t len    = 1;
+
+    *rip_rel = 0;
+    if (mod == 3) {
+        return len;
+    }
+    if (rm == 4) {
+        ++len; /* SIB */
+        if ((mod == 0) && ((p[1] & 7) == 5)) {
+            return len + 4;
+        }
+    } else if ((mod == 0) && (rm == 5)) {
+        *rip_rel = 1;
+        return len + 4;
+    }
+    return len + ((mod == 1) ? 1 : (mod == 2) ? 4 : 0);
+}
+
+static int ucm_bistro_decode(const uint8_t *code, ucm_bistro_insn_t *insn)
+{
+    const uint8_t *p = code;
+    int rex_w = 0, opsize16 = 0, rip_rel;
+    size_t imm = 0;
+    uint8_t op;
+
+    memset(insn, 0, sizeof(*insn));
+    insn->modrm_at = insn->rip_disp = insn->rel_at = -1;
+
+    /* endbr64 */
+    if ((p[0] == 0xf3) && (p[1] == 0x0f) && (p[2] == 0x1e) && (p[3] == 0xfa)) {
+        insn->len = 4;
+        return 0;
+    }
+    while ((*p == 0x66) || (*p == 0x2e)) {
+        opsize16 |= (*p == 0x66);
+        ++p;
+    }
+    if ((*p & 0xf0) == 0x40) {
+        rex_w = (*p & 0x08) != 0;
+        ++p;
+    }
+    op = *p++;
+    switch (op) {
+    case 0x50 ... 0x5f: /* push/pop reg */
+    case 0x90:          /* nop */
+        break;
+    case 0xb8 ... 0xbf: /* mov imm, reg */
+        imm = rex_w ? 8 : opsize16 ? 2 : 4;
+        break;
+    case 0x01: case 0x03: case 0x09: case 0x0b: case 0x21: case 0x23:
+    case 0x29: case 0x2b: case 0x31: case 0x33: case 0x39: case 0x3b:
+    case 0x84: case 0x85: case 0x88: case 0x89: case 0x8a: case 0x8b:
+    case 0x8d:
+        insn->modrm_at = (int)(p - code);
+        break;
+    case 0x80: case 0x83: case 0xc6:
+        insn->modrm_at = (int)(p - code);
+        imm            = 1;
+        break;
+    case 0x81: case 0xc7:
+        insn->modrm_at = (int)(p - code);
+        imm            = opsize16 ? 2 : 4;
+        break;
+    case 0x0f:
+        if (*p == 0x1f) { /* multi-byte nop */
+            ++p;
+            insn->modrm_at = (int)(p - code);
+            break;
+        }
+        return -1;
+    case 0xe9:
+        insn->rel_at   = (int)(p - code);
+        insn->rel_size = 4;
+        imm            = 4;
+        break;
+    case 0xeb:
+        insn->rel_at   = (int)(p - code);
+        insn->rel_size = 1;
+        imm            = 1;
+        break;
+    default:
+        return -1;
+    }
+    if (insn->modrm_at >= 0) {
+        p += ucm_bistro_modrm_len(code + insn->modrm_at, &rip_rel);
+        if (rip_rel) {
+            insn->rip_disp = insn->modrm_at + 1;
+        }
+    }
+    insn->len = (size_t)(p - code) + imm;
+    return 0;
+}
+
+size_t ucm_bistro_insn_len(const uint8_t *code)
+{
+    ucm_bistro_insn_t insn;
+
+    return (ucm_bistro_decode(code, &insn) == 0) ? insn.len : 0;
+}
+
+/* Non-zero if [start, end) holds only nop instructions or int3. */
+static int ucm_bistro_is_padding(uintptr_t start, uintptr_t end)
+{
+    const uint8_t *p = (const uint8_t*)start;
+    ucm_bistro_insn_t insn;
+    int is_nop;
+
+    while ((uintptr_t)p < end) {
+        if (*p == UCM_BISTRO_INT3) {
+            ++p;
+            continue;
+        }
+        if (ucm_bistro_decode(p, &insn) != 0) {
+            return 0;
+        }
+        is_nop = (insn.modrm_at >= 0) ? (p[insn.modrm_at - 1] == 0x1f)
+                                      : (p[insn.len - 1] == 0x90);
+        if (!is_nop || ((uintptr_t)p + insn.len > end)) {
+            return 0;
+        }
+        p += insn.len;
+    }
+    return 1;
+}
+
+static int ucm_bistro_is_near(uintptr_t a, uintptr_t b)
+{
+    long diff = (long)(a - b);
+
+    return (diff < UCM_BISTRO_NEAR_LIMIT) && (diff > -UCM_BISTRO_NEAR_LIMIT);
+}
+
+/* Code pages near the patched functions (one is enough for libc). */
+static uint8_t *ucm_bistro_code_page;
+static size_t ucm_bistro_code_used;
+
+static uint8_t *ucm_bistro_code_alloc(uintptr_t near, size_t size)
+{
+    size_t page = ucm_sys_page_size();
+    uintptr_t hint;
+    long dist, ret;
+    uint8_t *code;
+    int dir;
+
+    if ((ucm_bistro_code_page != NULL) &&
+        (ucm_bistro_code_used + size <= page) &&
+        ucm_bistro_is_near((uintptr_t)ucm_bistro_code_page, near)) {
+        code = ucm_bistro_code_page + ucm_bistro_code_used;
+        ucm_bistro_code_used += (size + 15) & ~15ul;
+        return code;
+    }
+    for (dist = 1l << 20; dist < UCM_BISTRO_NEAR_LIMIT / 2; dist <<= 1) {
+        for (dir = -1; dir <= 1; dir += 2) {
+            hint = ((near & ~(page - 1)) + (uintptr_t)(dir * dist));
+            ret  = ucm_sys_mmap((void*)hint, page,
+                                PROT_READ | PROT_WRITE | PROT_EXEC,
+                                MAP_PRIVATE | MAP_ANONYMOUS |
+                                        MAP_FIXED_NOREPLACE,
+                                -1, 0);
+            if (ucm_sys_is_err(ret)) {
+                continue;
+            }
+            if (!ucm_bistro_is_near((uintptr_t)ret, near)) {
+                ucm_sys_munmap((void*)ret, page); /* hint ignored */
+                continue;
+            }
+            ucm_bistro_code_page = (uint8_t*)ret;
+            ucm_bistro_code_used = (size + 15) & ~15ul;
+            return ucm_bistro_code_page;
+        }
+    }
+    return NULL;
+}
+
+static void ucm_bistro_emit_jmp_abs(uint8_t *p, uintptr_t target)
+{
+    p[0] = 0xff;
+    p[1] = 0x25;
+    memset(p + 2, 0, 4);
+    memcpy(p + 6, &target, sizeof(target));
+}
+
+static void ucm_bistro_emit_jmp_rel32(uint8_t *p, uintptr_t from,
+                                      uintptr_t target)
+{
+    int32_t rel = (int32_t)(long)(target - (from + UCM_BISTRO_JMP_REL32_LEN));
+
+    p[0] = 0xe9;
+    memcpy(p + 1, &rel, sizeof(rel));
+}
+
+/* Trampoline: the displaced instruction, relocated, then a jump back. */
+static int ucm_bistro_emit_orig(uint8_t *tramp, uintptr_t entry,
+                                const ucm_bistro_insn_t *insn)
+{
+    int32_t disp32;
+    int8_t disp8;
+    uintptr_t target;
+    long new_disp;
+
+    if (insn->rel_at >= 0) { /* a jmp (someone else's hook): follow it */
+        if (insn->rel_size == 4) {
+            memcpy(&disp32, (const void*)(entry + insn->rel_at), 4);
+            target = entry + insn->len + (long)disp32;
+        } else {
+            memcpy(&disp8, (const void*)(entry + insn->rel_at), 1);
+            target = entry + insn->len + (long)disp8;
+        }
+        ucm_bistro_emit_jmp_abs(tramp, target);
+        return 0;
+    }
+    memcpy(tramp, (const void*)entry, insn->len);
+    if (insn->rip_disp >= 0) {
+        memcpy(&disp32, (const void*)(entry + insn->rip_disp), 4);
+        new_disp = (long)disp32 + (long)(entry - (uintptr_t)tramp);
+        if ((new_disp > INT32_MAX) || (new_disp < INT32_MIN)) {
+            return -1;
+        }
+        disp32 = (int32_t)new_disp;
+        memcpy(tramp + insn->rip_disp, &disp32, 4);
+    }
+    ucm_bistro_emit_jmp_abs(tramp + insn->len, entry + insn->len);
+    return 0;
+}
+
+static long ucm_bistro_text_protect(uintptr_t start, uintptr_t end, int prot)
+{
+    size_t page = ucm_sys_page_size();
+    uintptr_t first = start & ~(page - 1);
+    uintptr_t last  = (end + page - 1) & ~(page - 1);
+
+    return ucm_sys_mprotect((void*)first, last - first, prot);
+}
+
+/* Replace the first insn_len bytes at entry with 'bytes' using one atomic
+ * 8-byte compare-and-swap when they fit in one aligned quadword. */
+static void ucm_bistro_write_entry(uintptr_t entry, const uint8_t *bytes,
+                                   size_t len)
+{
+    uintptr_t word_addr = entry & ~7ul;
+    size_t offset       = entry - word_addr;
+    uint64_t old_word, new_word;
+
+    if (offset + len <= 8) {
+        old_word = __atomic_load_n((uint64_t*)word_addr, __ATOMIC_RELAXED);
+        do {
+            new_word = old_word;
+            memcpy((uint8_t*)&new_word + offset, bytes, len);
+        } while (!__atomic_compare_exchange_n((uint64_t*)word_addr, &old_word,
+                                              new_word, 0, __ATOMIC_SEQ_CST,
+                                              __ATOMIC_RELAXED));
+    } else {
+        ucm_debug("entry %p: patch spans two quadwords, written non-atomically",
+                  (void*)entry);
+        memcpy((void*)entry, bytes, len);
+    }
+}
+
+ucs_status_t ucm_bistro_patch(const ucm_bistro_target_t *t, void *hook,
+                              void **orig_p, const char **detail_p)
+{
+    uintptr_t entry = t->entry, site = 0;
+    uint8_t patch[16], site_jmp[UCM_BISTRO_JMP_REL32_LEN];
+    ucm_bistro_insn_t insn;
+    uintptr_t lo, hi;
+    uint8_t *stub, *tramp;
+    long rel8;
+
+    if (ucm_bistro_decode((const uint8_t*)entry, &insn) != 0) {
+        *detail_p = "first instruction not understood";
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (insn.len > sizeof(patch)) {
+        *detail_p = "first instruction too long";
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (insn.len < UCM_BISTRO_JMP_REL32_LEN) {
+        if (insn.len < 2) {
+            *detail_p = "first instruction shorter than a short jump";
+            return UCS_ERR_UNSUPPORTED;
+        }
+        /* find never-executed padding for the 5-byte jmp, within rel8 reach */
+        if ((t->end != 0) && (t->next_start >= t->end + 5) &&
+            (t->end + 5 - (entry + 2) <= 127) &&
+            ucm_bistro_is_padding(t->end, t->next_start)) {
+            site = t->end;
+        } else if ((t->prev_end != 0) && (t->prev_end + 5 <= entry) &&
+                   ucm_bistro_is_padding(t->prev_end, entry)) {
+            site = entry - 5;
+        } else {
+            *detail_p = "first instruction too short and no padding in reach";
+            return UCS_ERR_UNSUPPORTED;
+        }
+    }
+
+    stub = ucm_bistro_code_alloc(entry, UCM_BISTRO_JMP_ABS_LEN * 2 + insn.len);
+    if (stub == NULL) {
+        *detail_p = "no memory within 2 GiB of the function";
+        return UCS_ERR_UNSUPPORTED;
+    }
+    tramp = stub + UCM_BISTRO_JMP_ABS_LEN;
+    if (ucm_sys_mprotect((void*)((uintptr_t)stub & ~(ucm_sys_page_size() - 1)),
+                         ucm_sys_page_size(),
+                         PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        *detail_p = "cannot write the trampoline page";
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ucm_bistro_emit_jmp_abs(stub, (uintptr_t)hook);
+    if (ucm_bistro_emit_orig(tramp, entry, &insn) != 0) {
+        *detail_p = "cannot relocate the first instruction";
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ucm_sys_mprotect((void*)((uintptr_t)stub & ~(ucm_sys_page_size() - 1)),
+                     ucm_sys_page_size(), PROT_READ | PROT_EXEC);
+
+    /* the bytes that will sit at the entry */
+    memset(patch, UCM_BISTRO_INT3, sizeof(patch));
+    if (site == 0) {
+        ucm_bistro_emit_jmp_rel32(patch, entry, (uintptr_t)stub);
+    } else {
+        ucm_bistro_emit_jmp_rel32(site_jmp, site, (uintptr_t)stub);
+        rel8     = (long)site - (long)(entry + 2);
+        patch[0] = 0xeb;
+        patch[1] = (uint8_t)(int8_t)rel8;
+    }
+
+    /* libc text stays executable while it is written: other threads run it */
+    lo = ((site != 0) && (site < entry)) ? site : entry;
+    hi = ((site != 0) && (site > entry)) ? site + 5 : entry + insn.len;
+    if (ucm_bistro_text_protect(lo, hi, PROT_READ | PROT_WRITE | PROT_EXEC) !=
+        0) {
+        *detail_p = "cannot make the function writable";
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (site != 0) {
+        memcpy((void*)site, site_jmp, sizeof(site_jmp)); /* never executed */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+    ucm_bistro_write_entry(entry, patch, insn.len);
+    ucm_bistro_text_protect(lo, hi, PROT_READ | PROT_EXEC);
+    UCM_BISTRO_DISCARD((void*)entry, insn.len);
+    if (site != 0) {
+        UCM_BISTRO_DISCARD((void*)site, 5);
+    }
+    *orig_p = tramp;
+    return UCS_OK;
+}

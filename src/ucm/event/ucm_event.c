@@ -1,0 +1,246 @@
+/*
+ * Handler list and dispatch; see ucm_event.h.
+ */
+#include "ucm_event.h"
+
+#include <ucm/api/ucm_ext.h>
+#include <ucm/mmap/ucm_mmap.h>
+#include <ucm/util/ucm_log.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ucm_event_list_t ucm_event_list_empty = {0, 0};
+ucm_event_list_t *ucm_event_list             = &ucm_event_list_empty;
+int ucm_event_external                       = 0;
+
+pthread_mutex_t ucm_event_writer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
+                    ucm_event_t *event, int before_orig)
+{
+    const ucm_event_handler_t *h;
+    unsigned i;
+
+    for (i = 0; i < list->count; ++i) {
+        h = &list->handlers[i];
+        if (before_orig == 1) {
+            if (h->priority >= 0) {
+                break;
+            }
+        } else if ((before_orig == 0) && (h->priority < 0)) {
+            continue;
+        }
+        if (h->events & type) {
+            h->cb(type, event, h->arg);
+        }
+    }
+}
+
+void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len)
+{
+    ucm_event_list_t *list;
+    ucm_event_t event;
+
+    ucm_rcu_read_lock();
+    list = ucm_event_list_get();
+    if (list->events & type) {
+        event.vm_mapped.address = addr;
+        event.vm_mapped.size    = len;
+        ucm_event_call_all(list, type, &event);
+    }
+    ucm_rcu_read_unlock();
+}
+
+void ucm_vm_mmap(void *addr, size_t length)
+{
+    ucm_event_vm_dispatch(UCM_EVENT_VM_MAPPED, addr, length);
+}
+
+void ucm_vm_munmap(void *addr, size_t length)
+{
+    ucm_event_vm_dispatch(UCM_EVENT_VM_UNMAPPED, addr, length);
+}
+
+static void ucm_event_mem_type_dispatch(ucm_event_type_t type, void *addr,
+                                        size_t len, ucs_memory_type_t mem_type)
+{
+    ucm_event_list_t *list;
+    ucm_event_t event;
+
+    ucm_rcu_read_lock();
+    list = ucm_event_list_get();
+    if (list->events & type) {
+        event.mem_type.address  = addr;
+        event.mem_type.size     = len;
+        event.mem_type.mem_type = mem_type;
+        ucm_event_call_all(list, type, &event);
+    }
+    ucm_rcu_read_unlock();
+}
+
+void ucm_dispatch_mem_type_alloc(void *addr, size_t length,
+                                 ucs_memory_type_t mem_type)
+{
+    ucm_event_mem_type_dispatch(UCM_EVENT_MEM_TYPE_ALLOC, addr, length,
+                                mem_type);
+}
+
+void ucm_dispatch_mem_type_free(void *addr, size_t length,
+                                ucs_memory_type_t mem_type)
+{
+    ucm_event_mem_type_dispatch(UCM_EVENT_MEM_TYPE_FREE, addr, length,
+                                mem_type);
+}
+
+/* Build a new list from 'old' with 'add' inserted (if not NULL) and
+ * 'remove_events' cleared from handlers matching (cb, arg). */
+static ucm_event_list_t *
+ucm_event_list_build(const ucm_event_list_t *old, const ucm_event_handler_t *add,
+                     int remove_events, ucm_event_callback_t cb, void *arg)
+{
+    ucm_event_list_t *list;
+    ucm_event_handler_t h;
+    unsigned i, n = 0;
+    int added = 0;
+
+    list = malloc(sizeof(*list) +
+                  (old->count + 1) * sizeof(ucm_event_handler_t));
+    if (list == NULL) {
+        return NULL;
+    }
+    list->events = 0;
+    for (i = 0; i < old->count; ++i) {
+        h = old->handlers[i];
+        if ((add != NULL) && !added && (add->priority < h.priority)) {
+            list->handlers[n++] = *add; /* after equal priorities */
+            list->events |= add->events;
+            added = 1;
+        }
+        if ((h.cb == cb) && (h.arg == arg)) {
+            h.events &= ~remove_events;
+        }
+        if (h.events == 0) {
+            continue;
+        }
+        list->handlers[n++] = h;
+        list->events |= h.events;
+    }
+    if ((add != NULL) && !added) {
+        list->handlers[n++] = *add;
+        list->events |= add->events;
+    }
+    list->count = n;
+    return list;
+}
+
+/* Publish a new list and free the old one once no reader can see it.
+ * Called with the writer lock held. */
+static void ucm_event_list_publish(ucm_event_list_t *list)
+{
+    ucm_event_list_t *old = ucm_event_list;
+
+    __atomic_store_n(&ucm_event_list, list, __ATOMIC_RELEASE);
+    ucm_rcu_synchronize();
+    if (old != &ucm_event_list_empty) {
+        free(old);
+    }
+}
+
+ucs_status_t ucm_event_handler_add(int events, int priority,
+                                   ucm_event_callback_t cb, void *arg)
+{
+    ucm_event_handler_t handler = {events, priority, cb, arg};
+    ucm_event_list_t *list;
+
+    pthread_mutex_lock(&ucm_event_writer_lock);
+    list = ucm_event_list_build(ucm_event_list, &handler, 0, NULL, NULL);
+    if (list == NULL) {
+        pthread_mutex_unlock(&ucm_event_writer_lock);
+        ucm_error("failed to allocate the event handler list");
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucm_event_list_publish(list);
+    pthread_mutex_unlock(&ucm_event_writer_lock);
+    return UCS_OK;
+}
+
+void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg)
+{
+    ucm_event_list_t *list;
+
+    pthread_mutex_lock(&ucm_event_writer_lock);
+    list = ucm_event_list_build(ucm_event_list, NULL, events, cb, arg);
+    if (list == NULL) {
+        /* cannot allocate: clear the bits in place (readers tolerate it, the
+         * handler may still run once more on other threads) */
+        unsigned i;
+        for (i = 0; i < ucm_event_list->count; ++i) {
+            if ((ucm_event_list->handlers[i].cb == cb) &&
+                (ucm_event_list->handlers[i].arg == arg)) {
+                __atomic_and_fetch(&ucm_event_list->handlers[i].events, ~events,
+                                   __ATOMIC_RELEASE);
+            }
+        }
+        ucm_rcu_synchronize();
+        pthread_mutex_unlock(&ucm_event_writer_lock);
+        ucm_error("out of memory while removing an event handler");
+        return;
+    }
+    ucm_event_list_publish(list);
+    pthread_mutex_unlock(&ucm_event_writer_lock);
+}
+
+ucs_status_t ucm_set_event_handler(int events, int priority,
+                                   ucm_event_callback_t cb, void *arg)
+{
+    int install_events;
+    ucs_status_t status;
+
+    if (!ucm_global_opts.enable_events) {
+        ucm_debug("events are disabled (UCX_MEM_EVENTS=n): handler %p not set",
+                  cb);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if ((cb == NULL) ||
+        !(events & (UCM_EVENT_MMAP_FAMILY | UCM_EVENT_MEM_TYPE_ALLOC |
+                    UCM_EVENT_MEM_TYPE_FREE))) {
+        ucm_error("ucm_set_event_handler: invalid arguments (events 0x%x, "
+                  "cb %p)", events, cb);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    install_events = events & UCM_EVENT_MMAP_FAMILY & ~ucm_event_external;
+    if (!(events & UCM_EVENT_FLAG_NO_INSTALL) && install_events) {
+        status = ucm_mmap_install(install_events);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    status = ucm_event_handler_add(events & ~(UCM_EVENT_FLAG_NO_INSTALL |
+                                              UCM_EVENT_FLAG_EXISTING_ALLOC),
+                                   priority, cb, arg);
+    if (status == UCS_OK) {
+        ucm_debug("event handler %p arg %p events 0x%x priority %d added", cb,
+                  arg, events, priority);
+    }
+    return status;
+}
+
+void ucm_unset_event_handler(int events, ucm_event_callback_t cb, void *arg)
+{
+    ucm_event_handler_remove(events, cb, arg);
+    ucm_debug("event handler %p arg %p events 0x%x removed", cb, arg, events);
+}
+
+void ucm_set_external_event(int events)
+{
+    __atomic_or_fetch(&ucm_event_external, events, __ATOMIC_RELAXED);
+}
+
+void ucm_unset_external_event(int events)
+{
+    __atomic_and_fetch(&ucm_event_external, ~events, __ATOMIC_RELAXED);
+}

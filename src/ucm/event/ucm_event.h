@@ -1,0 +1,68 @@
+/*
+ * Event handler list and dispatch.
+ *
+ * The list is an immutable array sorted by priority, replaced as a whole by
+ * writers (ucm_set_event_handler / ucm_unset_event_handler, serialized by a
+ * mutex) and read under ucm_rcu_read_lock() by the hooks, so dispatch takes
+ * no lock and never allocates.
+ */
+#ifndef UCM_EVENT_H_
+#define UCM_EVENT_H_
+
+#include "ucm_rcu.h"
+
+#include <ucm/api/ucm.h>
+#include <pthread.h>
+
+typedef struct ucm_event_handler {
+    int                  events;
+    int                  priority;
+    ucm_event_callback_t cb;
+    void                 *arg;
+} ucm_event_handler_t;
+
+typedef struct ucm_event_list {
+    int                 events;  /* union of the handlers' events */
+    unsigned            count;
+    ucm_event_handler_t handlers[];
+} ucm_event_list_t;
+
+extern ucm_event_list_t *ucm_event_list;
+
+/* Events whose delivery needs the mmap-family hooks. */
+#define UCM_EVENT_MMAP_FAMILY \
+    (UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | \
+     UCM_EVENT_SHMAT | UCM_EVENT_SHMDT | UCM_EVENT_SBRK | \
+     UCM_EVENT_MADVISE | UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED | \
+     UCM_EVENT_VM_UNMAPPED)
+
+/* Must be called inside a read section; returns the current list. */
+static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_event_list_get(void)
+{
+    return __atomic_load_n(&ucm_event_list, __ATOMIC_CONSUME);
+}
+
+/* Call the handlers of 'type' in priority order: before_orig 1 calls those
+ * with priority < 0, 0 those with priority >= 0, -1 all of them. */
+void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
+                    ucm_event_t *event, int before_orig);
+
+/* Call every handler of 'type' (aggregate events: no original call). */
+static UCS_F_ALWAYS_INLINE void
+ucm_event_call_all(const ucm_event_list_t *list, ucm_event_type_t type,
+                   ucm_event_t *event)
+{
+    ucm_event_call(list, type, event, -1);
+}
+
+/* Dispatch VM_MAPPED / VM_UNMAPPED for a range (takes its own read
+ * section; cheap when nobody listens). */
+void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len);
+
+/* Serializes writers of the handler list. */
+extern pthread_mutex_t ucm_event_writer_lock;
+
+/* Events declared external (ucm_set_external_event). */
+extern int ucm_event_external;
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * The hooked functions, their originals and the installer (internal).
+ */
+#ifndef UCM_MMAP_H_
+#define UCM_MMAP_H_
+
+#include <ucm/api/ucm_ext.h>
+#include <pthread.h>
+
+typedef enum {
+    UCM_HOOK_MMAP,
+    UCM_HOOK_MMAP64,
+    UCM_HOOK_MUNMAP,
+    UCM_HOOK_MREMAP,
+    UCM_HOOK_MADVISE,
+    UCM_HOOK_SHMAT,
+    UCM_HOOK_SHMDT,
+    UCM_HOOK_BRK,
+    UCM_HOOK_SBRK,
+    UCM_HOOK_DLOPEN,   /* reloc only: follow objects loaded later */
+    UCM_HOOK_DLCLOSE,
+    UCM_HOOK_LAST
+} ucm_hook_id_t;
+
+typedef struct ucm_hook_func {
+    const char       *symbol;
+    void             *hook;     /* our replacement */
+    void             *orig;     /* what the replacement calls */
+    int              events;    /* events that need it */
+    int              libc;      /* a libc function that bistro can patch */
+    ucm_hook_state_t state;
+    const char       *detail;
+} ucm_hook_func_t;
+
+extern ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST];
+
+/* Set while libucm calls an original function that may call another hooked
+ * function internally (sbrk -> brk): nested hooks then pass through. */
+extern __thread int ucm_hook_bypass __attribute__((tls_model("initial-exec")));
+
+#define UCM_HOOK_ORIG(_id, _type) ((_type)ucm_hook_funcs[_id].orig)
+
+typedef void *(*ucm_mmap_func_t)(void*, size_t, int, int, int, off_t);
+typedef int (*ucm_munmap_func_t)(void*, size_t);
+typedef void *(*ucm_mremap_func_t)(void*, size_t, size_t, int, ...);
+typedef int (*ucm_madvise_func_t)(void*, size_t, int);
+typedef void *(*ucm_shmat_func_t)(int, const void*, int);
+typedef int (*ucm_shmdt_func_t)(const void*);
+typedef int (*ucm_brk_func_t)(void*);
+typedef void *(*ucm_sbrk_func_t)(intptr_t);
+typedef void *(*ucm_dlopen_func_t)(const char*, int);
+typedef int (*ucm_dlclose_func_t)(void*);
+
+/* Resolve the original functions (constructor). */
+void ucm_mmap_init(void);
+
+/* Install the hooks needed by 'events' (all mmap-family hooks at once) and
+ * check that events arrive.  Idempotent; thread-safe; not in hook context. */
+ucs_status_t ucm_mmap_install(int events);
+
+/* Non-zero if the advice discards the pages of the range. */
+int ucm_madvise_discards(int advice);
+
+/* SysV shm address table (lock-free, fixed size). */
+void ucm_shm_table_add(const void *addr, size_t size);
+void ucm_shm_table_remove(const void *addr);
+size_t ucm_shm_size_by_id(int shmid);
+
+/* Serializes installation (taken before the reloc and handler-list locks). */
+extern pthread_mutex_t ucm_mmap_install_lock;
+
+#endif

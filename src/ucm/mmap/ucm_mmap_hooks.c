@@ -1,0 +1,476 @@
+/*
+ * The replacements of mmap, munmap, mremap, madvise, shmat, shmdt, brk and
+ * sbrk.  Each one delivers VM_UNMAPPED before the pages can go away, runs the
+ * native event chain around the original call (handlers with priority < 0
+ * before it, the others after it) and VM_MAPPED once the mapping exists.
+ * Hook context: no malloc, no locks; errno is that of the original call.
+ */
+#include "ucm_mmap.h"
+
+#include <ucm/event/ucm_event.h>
+#include <ucm/util/ucm_sys.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+#ifndef SHM_REMAP
+#define SHM_REMAP 040000
+#endif
+
+__thread int ucm_hook_bypass __attribute__((tls_model("initial-exec")));
+
+int ucm_madvise_discards(int advice)
+{
+    switch (advice) {
+    case 4:   /* MADV_DONTNEED */
+    case 8:   /* MADV_FREE: pages may be dropped at any time afterwards */
+    case 9:   /* MADV_REMOVE */
+    case 21:  /* MADV_PAGEOUT: unpinned pages come back as new frames */
+    case 24:  /* MADV_DONTNEED_LOCKED */
+    case 25:  /* MADV_COLLAPSE: pages are copied into a huge page */
+    case 100: /* MADV_HWPOISON */
+    case 101: /* MADV_SOFT_OFFLINE: page migrated to a new frame */
+    case 102: /* MADV_GUARD_INSTALL: zaps the range */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Enter a hook: returns the handler list, or NULL when the hook must pass
+ * straight through (bypass, or nobody listens to any of 'events'). */
+static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_hook_enter(int events)
+{
+    ucm_event_list_t *list;
+
+    if (ucs_unlikely(ucm_hook_bypass)) {
+        return NULL;
+    }
+    ucm_rcu_read_lock();
+    list = ucm_event_list_get();
+    if (ucs_likely(list->events & events)) {
+        return list;
+    }
+    ucm_rcu_read_unlock();
+    return NULL;
+}
+
+static UCS_F_ALWAYS_INLINE void ucm_hook_leave(int saved_errno)
+{
+    ucm_rcu_read_unlock();
+    errno = saved_errno;
+}
+
+static UCS_F_ALWAYS_INLINE void
+ucm_hook_vm(const ucm_event_list_t *list, ucm_event_type_t type, void *addr,
+            size_t len)
+{
+    ucm_event_t event;
+
+    if ((list->events & type) && (len > 0)) {
+        event.vm_unmapped.address = addr;
+        event.vm_unmapped.size    = len;
+        ucm_event_call_all(list, type, &event);
+    }
+}
+
+void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
+               off_t offset)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MMAP |
+                                            UCM_EVENT_VM_MAPPED |
+                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        return UCM_HOOK_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t)(addr, length, prot,
+                                                            flags, fd, offset);
+    }
+    if ((flags & MAP_FIXED) && !(flags & MAP_FIXED_NOREPLACE)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
+    }
+    event.mmap.result  = MAP_FAILED;
+    event.mmap.address = addr;
+    event.mmap.size    = length;
+    event.mmap.prot    = prot;
+    event.mmap.flags   = flags;
+    event.mmap.fd      = fd;
+    event.mmap.offset  = offset;
+    if (list->events & UCM_EVENT_MMAP) {
+        ucm_event_call(list, UCM_EVENT_MMAP, &event, 1);
+    }
+    event.mmap.result = UCM_HOOK_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t)(
+            event.mmap.address, event.mmap.size, event.mmap.prot,
+            event.mmap.flags, event.mmap.fd, event.mmap.offset);
+    saved_errno = errno;
+    if (list->events & UCM_EVENT_MMAP) {
+        ucm_event_call(list, UCM_EVENT_MMAP, &event, 0);
+    }
+    if (event.mmap.result != MAP_FAILED) {
+        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mmap.result,
+                    event.mmap.size);
+    }
+    ucm_hook_leave(saved_errno);
+    return event.mmap.result;
+}
+
+int ucm_munmap(void *addr, size_t length)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MUNMAP |
+                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        return UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(addr, length);
+    }
+    ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
+    if (!(list->events & UCM_EVENT_MUNMAP)) {
+        ucm_rcu_read_unlock(); /* the original call needs no read section */
+        return UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(addr, length);
+    }
+    event.munmap.result  = -1;
+    event.munmap.address = addr;
+    event.munmap.size    = length;
+    ucm_event_call(list, UCM_EVENT_MUNMAP, &event, 1);
+    event.munmap.result = UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(
+            event.munmap.address, event.munmap.size);
+    saved_errno = errno;
+    ucm_event_call(list, UCM_EVENT_MUNMAP, &event, 0);
+    ucm_hook_leave(saved_errno);
+    return event.munmap.result;
+}
+
+static void *ucm_mremap_common(void *old_address, size_t old_size,
+                               size_t new_size, int flags, void *new_address)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MREMAP |
+                                            UCM_EVENT_VM_MAPPED |
+                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        return UCM_HOOK_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t)(
+                old_address, old_size, new_size, flags, new_address);
+    }
+    if (flags & MREMAP_FIXED) {
+        /* whatever is mapped at the target is replaced */
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, new_address, new_size);
+    }
+    if ((flags & (MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP)) ||
+        (new_size == 0)) {
+        /* the pages may move away from the old range */
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_address, old_size);
+    } else if (new_size < old_size) {
+        /* shrink in place: only the tail goes away */
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
+                    (char*)old_address + new_size, old_size - new_size);
+    }
+    event.mremap.result   = MAP_FAILED;
+    event.mremap.address  = old_address;
+    event.mremap.old_size = old_size;
+    event.mremap.new_size = new_size;
+    event.mremap.flags    = flags;
+    if (list->events & UCM_EVENT_MREMAP) {
+        ucm_event_call(list, UCM_EVENT_MREMAP, &event, 1);
+    }
+    event.mremap.result = UCM_HOOK_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t)(
+            event.mremap.address, event.mremap.old_size, event.mremap.new_size,
+            event.mremap.flags, new_address);
+    saved_errno = errno;
+    if (list->events & UCM_EVENT_MREMAP) {
+        ucm_event_call(list, UCM_EVENT_MREMAP, &event, 0);
+    }
+    if (event.mremap.result != MAP_FAILED) {
+        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mremap.result,
+                    event.mremap.new_size);
+    }
+    ucm_hook_leave(saved_errno);
+    return event.mremap.result;
+}
+
+/* The GOT/entry replacement: libc's prototype is variadic. */
+void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
+                      int flags, ...)
+{
+    void *new_address = NULL;
+    va_list ap;
+
+    if (flags & MREMAP_FIXED) {
+        va_start(ap, flags);
+        new_address = va_arg(ap, void*);
+        va_end(ap);
+    }
+    return ucm_mremap_common(old_address, old_size, new_size, flags,
+                             new_address);
+}
+
+void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags)
+{
+    return ucm_mremap_common(old_address, old_size, new_size, flags, NULL);
+}
+
+int ucm_madvise(void *addr, size_t length, int advice)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MADVISE |
+                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        return UCM_HOOK_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t)(addr, length,
+                                                                  advice);
+    }
+    if (ucm_madvise_discards(advice)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
+    }
+    event.madvise.result = -1;
+    event.madvise.addr   = addr;
+    event.madvise.length = length;
+    event.madvise.advice = advice;
+    if (list->events & UCM_EVENT_MADVISE) {
+        ucm_event_call(list, UCM_EVENT_MADVISE, &event, 1);
+    }
+    event.madvise.result = UCM_HOOK_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t)(
+            event.madvise.addr, event.madvise.length, event.madvise.advice);
+    saved_errno = errno;
+    if (list->events & UCM_EVENT_MADVISE) {
+        ucm_event_call(list, UCM_EVENT_MADVISE, &event, 0);
+    }
+    ucm_hook_leave(saved_errno);
+    return event.madvise.result;
+}
+
+void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SHMAT |
+                                            UCM_EVENT_VM_MAPPED |
+                                            UCM_EVENT_VM_UNMAPPED);
+    size_t size            = ucm_shm_size_by_id(shmid);
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        event.shmat.result = UCM_HOOK_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t)(
+                shmid, shmaddr, shmflg);
+        if ((event.shmat.result != (void*)-1) && (size > 0)) {
+            saved_errno = errno;
+            ucm_shm_table_add(event.shmat.result, size);
+            errno = saved_errno;
+        }
+        return event.shmat.result;
+    }
+    if ((shmaddr != NULL) && (shmflg & SHM_REMAP)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
+                    (void*)((uintptr_t)shmaddr & ~(ucm_sys_page_size() - 1)),
+                    size);
+    }
+    event.shmat.result  = (void*)-1;
+    event.shmat.shmid   = shmid;
+    event.shmat.shmaddr = shmaddr;
+    event.shmat.shmflg  = shmflg;
+    if (list->events & UCM_EVENT_SHMAT) {
+        ucm_event_call(list, UCM_EVENT_SHMAT, &event, 1);
+    }
+    event.shmat.result = UCM_HOOK_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t)(
+            event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg);
+    saved_errno = errno;
+    if ((event.shmat.result != (void*)-1) && (size > 0)) {
+        ucm_shm_table_add(event.shmat.result, size);
+    }
+    if (list->events & UCM_EVENT_SHMAT) {
+        ucm_event_call(list, UCM_EVENT_SHMAT, &event, 0);
+    }
+    if (event.shmat.result != (void*)-1) {
+        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.shmat.result, size);
+    }
+    ucm_hook_leave(saved_errno);
+    return event.shmat.result;
+}
+
+int ucm_shmdt(const void *shmaddr)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SHMDT |
+                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        event.shmdt.result = UCM_HOOK_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t)(
+                shmaddr);
+        if (event.shmdt.result == 0) {
+            saved_errno = errno;
+            ucm_shm_table_remove(shmaddr);
+            errno = saved_errno;
+        }
+        return event.shmdt.result;
+    }
+    if (list->events & UCM_EVENT_VM_UNMAPPED) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (void*)shmaddr,
+                    ucm_shm_seg_size(shmaddr));
+    }
+    event.shmdt.result  = -1;
+    event.shmdt.shmaddr = shmaddr;
+    if (list->events & UCM_EVENT_SHMDT) {
+        ucm_event_call(list, UCM_EVENT_SHMDT, &event, 1);
+    }
+    event.shmdt.result = UCM_HOOK_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t)(
+            event.shmdt.shmaddr);
+    saved_errno = errno;
+    if (event.shmdt.result == 0) {
+        ucm_shm_table_remove(event.shmdt.shmaddr);
+    }
+    if (list->events & UCM_EVENT_SHMDT) {
+        ucm_event_call(list, UCM_EVENT_SHMDT, &event, 0);
+    }
+    ucm_hook_leave(saved_errno);
+    return event.shmdt.result;
+}
+
+static void *ucm_brk_current(void)
+{
+    return (void*)ucm_sys_brk(NULL);
+}
+
+int ucm_brk(void *addr)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_BRK |
+                                            UCM_EVENT_VM_MAPPED |
+                                            UCM_EVENT_VM_UNMAPPED);
+    char *old_brk, *new_brk;
+    ucm_event_t event;
+    int saved_errno;
+
+    if (list == NULL) {
+        return UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
+    }
+    old_brk = ucm_brk_current();
+    if ((addr != NULL) && ((char*)addr < old_brk)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr,
+                    (size_t)(old_brk - (char*)addr));
+    }
+    event.brk.result = -1;
+    event.brk.addr   = addr;
+    if (list->events & UCM_EVENT_BRK) {
+        ucm_event_call(list, UCM_EVENT_BRK, &event, 1);
+    }
+    event.brk.result = UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(
+            event.brk.addr);
+    saved_errno = errno;
+    if (list->events & UCM_EVENT_BRK) {
+        ucm_event_call(list, UCM_EVENT_BRK, &event, 0);
+    }
+    new_brk = ucm_brk_current();
+    if ((event.brk.result == 0) && (new_brk > old_brk)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, old_brk,
+                    (size_t)(new_brk - old_brk));
+    }
+    ucm_hook_leave(saved_errno);
+    return event.brk.result;
+}
+
+/* Call libc's sbrk: it calls brk internally, which must not report again. */
+static void *ucm_sbrk_call_orig(intptr_t increment)
+{
+    void *result;
+
+    ++ucm_hook_bypass;
+    result = UCM_HOOK_ORIG(UCM_HOOK_SBRK, ucm_sbrk_func_t)(increment);
+    --ucm_hook_bypass;
+    return result;
+}
+
+void *ucm_sbrk(intptr_t increment)
+{
+    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SBRK |
+                                            UCM_EVENT_VM_MAPPED |
+                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_t event;
+    char *old_brk;
+    int saved_errno;
+
+    if (list == NULL) {
+        return ucm_sbrk_call_orig(increment);
+    }
+    if (increment < 0) {
+        old_brk = ucm_brk_current();
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_brk + increment,
+                    (size_t)-increment);
+    }
+    event.sbrk.result    = (void*)-1;
+    event.sbrk.increment = increment;
+    if (list->events & UCM_EVENT_SBRK) {
+        ucm_event_call(list, UCM_EVENT_SBRK, &event, 1);
+    }
+    event.sbrk.result = ucm_sbrk_call_orig(event.sbrk.increment);
+    saved_errno       = errno;
+    if (list->events & UCM_EVENT_SBRK) {
+        ucm_event_call(list, UCM_EVENT_SBRK, &event, 0);
+    }
+    if ((event.sbrk.result != (void*)-1) && (event.sbrk.increment > 0)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.sbrk.result,
+                    (size_t)event.sbrk.increment);
+    }
+    ucm_hook_leave(saved_errno);
+    return event.sbrk.result;
+}
+
+/* The originals, without events. */
+void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
+                    off_t offset)
+{
+    return (void*)ucm_sys_to_libc(
+            ucm_sys_mmap(addr, length, prot, flags, fd, offset));
+}
+
+int ucm_orig_munmap(void *addr, size_t length)
+{
+    return (int)ucm_sys_to_libc(ucm_sys_munmap(addr, length));
+}
+
+void *ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size,
+                      int flags)
+{
+    return (void*)ucm_sys_to_libc(
+            ucm_sys_mremap(old_address, old_size, new_size, flags, NULL));
+}
+
+int ucm_orig_madvise(void *addr, size_t length, int advice)
+{
+    return (int)ucm_sys_to_libc(ucm_sys_madvise(addr, length, advice));
+}
+
+void *ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg)
+{
+    return (void*)ucm_sys_to_libc(ucm_sys_shmat(shmid, shmaddr, shmflg));
+}
+
+int ucm_orig_shmdt(const void *shmaddr)
+{
+    return (int)ucm_sys_to_libc(ucm_sys_shmdt(shmaddr));
+}
+
+int ucm_orig_brk(void *addr)
+{
+    int result;
+
+    ++ucm_hook_bypass;
+    result = UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
+    --ucm_hook_bypass;
+    return result;
+}
+
+void *ucm_orig_sbrk(intptr_t increment)
+{
+    return ucm_sbrk_call_orig(increment);
+}

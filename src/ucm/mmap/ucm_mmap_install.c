@@ -1,0 +1,347 @@
+/*
+ * Installing the mmap-family hooks: bistro (libc entries) with a per-function
+ * fallback to reloc (GOT/PLT slots), or reloc for everything.  Installation
+ * happens once per process, on the first handler that needs it, and is
+ * checked by delivering real events before it is declared successful.
+ */
+#include "ucm_mmap.h"
+
+#include <ucm/bistro/ucm_bistro.h>
+#include <ucm/event/ucm_event.h>
+#include <ucm/reloc/ucm_reloc.h>
+#include <ucm/util/ucm_elf.h>
+#include <ucm/util/ucm_log.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
+                      int flags, ...);
+static void *ucm_dlopen_hook(const char *filename, int flag);
+static int ucm_dlclose_hook(void *handle);
+
+#define UCM_HOOK_ENTRY(_sym, _hook, _events, _libc) \
+    {_sym, (void*)(_hook), NULL, _events, _libc, UCM_HOOK_STATE_NONE, ""}
+
+ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
+    [UCM_HOOK_MMAP]    = UCM_HOOK_ENTRY("mmap", ucm_mmap,
+                                        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MMAP64]  = UCM_HOOK_ENTRY("mmap64", ucm_mmap,
+                                        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MUNMAP]  = UCM_HOOK_ENTRY("munmap", ucm_munmap,
+                                        UCM_EVENT_MUNMAP |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MREMAP]  = UCM_HOOK_ENTRY("mremap", ucm_mremap_hook,
+                                        UCM_EVENT_MREMAP | UCM_EVENT_VM_MAPPED |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MADVISE] = UCM_HOOK_ENTRY("madvise", ucm_madvise,
+                                        UCM_EVENT_MADVISE |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_SHMAT]   = UCM_HOOK_ENTRY("shmat", ucm_shmat,
+                                        UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_SHMDT]   = UCM_HOOK_ENTRY("shmdt", ucm_shmdt,
+                                        UCM_EVENT_SHMDT |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_BRK]     = UCM_HOOK_ENTRY("brk", ucm_brk,
+                                        UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_SBRK]    = UCM_HOOK_ENTRY("sbrk", ucm_sbrk,
+                                        UCM_EVENT_SBRK | UCM_EVENT_VM_MAPPED |
+                                                UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_DLOPEN]  = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, 0, 0),
+    [UCM_HOOK_DLCLOSE] = UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, 0, 0)
+};
+
+pthread_mutex_t ucm_mmap_install_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ucm_mmap_installed;           /* 1: done, -1: failed */
+static ucm_mmap_hook_mode_t ucm_mmap_mode = UCM_MMAP_HOOK_NONE;
+static double ucm_mmap_install_usec;
+
+void ucm_mmap_init(void)
+{
+    ucm_hook_func_t *f;
+    void *addr;
+
+    for (f = ucm_hook_funcs; f < ucm_hook_funcs + UCM_HOOK_LAST; ++f) {
+        addr = dlsym(RTLD_NEXT, f->symbol);
+        if (addr == NULL) {
+            addr = dlsym(RTLD_DEFAULT, f->symbol);
+        }
+        f->orig = addr;
+    }
+}
+
+/* dlopen/dlclose replacements (reloc): patch what was loaded. */
+static void *ucm_dlopen_hook(const char *filename, int flag)
+{
+    void *handle = ucm_reloc_dlopen_as(
+            filename, flag, __builtin_return_address(0),
+            UCM_HOOK_ORIG(UCM_HOOK_DLOPEN, ucm_dlopen_func_t));
+
+    ucm_reloc_update();
+    return handle;
+}
+
+static int ucm_dlclose_hook(void *handle)
+{
+    int ret = UCM_HOOK_ORIG(UCM_HOOK_DLCLOSE, ucm_dlclose_func_t)(handle);
+
+    ucm_reloc_update();
+    return ret;
+}
+
+void *ucm_dlopen(const char *filename, int flag)
+{
+    void *handle = ucm_reloc_dlopen_as(
+            filename, flag, __builtin_return_address(0),
+            UCM_HOOK_ORIG(UCM_HOOK_DLOPEN, ucm_dlopen_func_t));
+
+    ucm_reloc_update();
+    return handle;
+}
+
+/* ---- bistro ---- */
+
+typedef struct {
+    ucm_elf_dyn_t dyn;
+    int           found;
+} ucm_mmap_libc_ctx_t;
+
+static int ucm_mmap_find_libc_cb(struct dl_phdr_info *info, size_t size,
+                                 void *arg)
+{
+    ucm_mmap_libc_ctx_t *ctx = arg;
+    const char *base;
+
+    if (info->dlpi_name == NULL) {
+        return 0;
+    }
+    base = strrchr(info->dlpi_name, '/');
+    base = (base != NULL) ? base + 1 : info->dlpi_name;
+    if (strncmp(base, "libc.so", 7) || (ucm_elf_dyn_parse(info, &ctx->dyn) != 0)) {
+        return 0;
+    }
+    ctx->found = 1;
+    return 1;
+}
+
+/* One pass over libc's dynamic symbols: every target's size and neighbours. */
+static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
+                                    ucm_bistro_target_t *targets)
+{
+    const ElfW(Sym) *sym;
+    uintptr_t addr, end;
+    ucm_hook_id_t id;
+    size_t i;
+
+    memset(targets, 0, sizeof(*targets) * UCM_HOOK_LAST);
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if (!ucm_hook_funcs[id].libc) {
+            continue;
+        }
+        sym = ucm_elf_sym_find(dyn, ucm_hook_funcs[id].symbol);
+        if ((sym != NULL) && (ELF64_ST_TYPE(sym->st_info) == STT_FUNC)) {
+            targets[id].entry = dyn->base + sym->st_value;
+            targets[id].end   = targets[id].entry + sym->st_size;
+        }
+    }
+    for (i = 1; i < dyn->nsyms; ++i) {
+        sym = &dyn->symtab[i];
+        if ((ELF64_ST_TYPE(sym->st_info) != STT_FUNC) || (sym->st_value == 0)) {
+            continue;
+        }
+        addr = dyn->base + sym->st_value;
+        end  = addr + sym->st_size;
+        for (id = 0; id < UCM_HOOK_LAST; ++id) {
+            if (targets[id].entry == 0) {
+                continue;
+            }
+            if ((addr > targets[id].entry) &&
+                ((targets[id].next_start == 0) ||
+                 (addr < targets[id].next_start))) {
+                targets[id].next_start = addr;
+            }
+            if ((addr < targets[id].entry) && (end > targets[id].prev_end)) {
+                targets[id].prev_end = end;
+            }
+        }
+    }
+}
+
+/* Patch every libc function; those that fail are left for reloc. */
+static void ucm_mmap_install_bistro(void)
+{
+    ucm_bistro_target_t targets[UCM_HOOK_LAST];
+    ucm_mmap_libc_ctx_t ctx = {.found = 0};
+    ucm_hook_id_t id, other;
+    const char *detail;
+    void *orig;
+
+    dl_iterate_phdr(ucm_mmap_find_libc_cb, &ctx);
+    if (!ctx.found) {
+        ucm_warn("libc not found among loaded objects: bistro unavailable");
+        return;
+    }
+    ucm_mmap_bistro_targets(&ctx.dyn, targets);
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if (!ucm_hook_funcs[id].libc ||
+            (ucm_hook_funcs[id].state != UCM_HOOK_STATE_NONE)) {
+            continue;
+        }
+        if (targets[id].entry == 0) {
+            ucm_hook_funcs[id].detail = "symbol not found in libc";
+            continue;
+        }
+        /* aliases (mmap/mmap64) share one entry: patch it once */
+        for (other = 0; other < id; ++other) {
+            if ((targets[other].entry == targets[id].entry) &&
+                (ucm_hook_funcs[other].state == UCM_HOOK_STATE_BISTRO)) {
+                ucm_hook_funcs[id].orig  = ucm_hook_funcs[other].orig;
+                ucm_hook_funcs[id].state = UCM_HOOK_STATE_BISTRO;
+                break;
+            }
+        }
+        if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_BISTRO) {
+            continue;
+        }
+        if (ucm_bistro_patch(&targets[id], ucm_hook_funcs[id].hook, &orig,
+                             &detail) != UCS_OK) {
+            ucm_hook_funcs[id].detail = detail;
+            ucm_diag("bistro: %s: %s; using reloc for it",
+                     ucm_hook_funcs[id].symbol, detail);
+            continue;
+        }
+        ucm_hook_funcs[id].orig  = orig;
+        ucm_hook_funcs[id].state = UCM_HOOK_STATE_BISTRO;
+    }
+}
+
+/* GOT/PLT patching of every function not yet hooked (+ dlopen/dlclose). */
+static ucs_status_t ucm_mmap_install_reloc(void)
+{
+    ucm_reloc_patch_t patches[UCM_HOOK_LAST];
+    unsigned count = 0;
+    ucm_hook_id_t id;
+    ucs_status_t status;
+
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if ((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
+            ucm_hook_funcs[id].libc) {
+            patches[count].symbol = ucm_hook_funcs[id].symbol;
+            patches[count].value  = ucm_hook_funcs[id].hook;
+            ++count;
+        }
+    }
+    if (count == 0) {
+        return UCS_OK; /* everything is in bistro: no need to follow dlopen */
+    }
+    patches[count].symbol = ucm_hook_funcs[UCM_HOOK_DLOPEN].symbol;
+    patches[count].value  = ucm_hook_funcs[UCM_HOOK_DLOPEN].hook;
+    ++count;
+    patches[count].symbol = ucm_hook_funcs[UCM_HOOK_DLCLOSE].symbol;
+    patches[count].value  = ucm_hook_funcs[UCM_HOOK_DLCLOSE].hook;
+    ++count;
+
+    status = ucm_reloc_apply(patches, count);
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
+            ucm_hook_funcs[id].state = (status == UCS_OK) ?
+                                               UCM_HOOK_STATE_RELOC :
+                                               UCM_HOOK_STATE_FAILED;
+        }
+    }
+    return status;
+}
+
+static double ucm_mmap_now_usec(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ts.tv_sec * 1e6) + (ts.tv_nsec / 1e3);
+}
+
+ucs_status_t ucm_mmap_install(int events)
+{
+    ucs_status_t status;
+    int failed = 0;
+    double start;
+
+    if (!ucm_global_opts.enable_events) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&ucm_mmap_install_lock);
+    if (ucm_mmap_installed != 0) {
+        status = (ucm_mmap_installed > 0) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+        goto out_unlock;
+    }
+    if (ucm_global_opts.mmap_hook_mode == UCM_MMAP_HOOK_NONE) {
+        ucm_debug("mmap hook mode is 'none': memory events unavailable");
+        status = UCS_ERR_UNSUPPORTED;
+        goto out_unlock; /* not final: the mode may still be changed */
+    }
+
+    start = ucm_mmap_now_usec();
+    if (ucm_global_opts.mmap_hook_mode == UCM_MMAP_HOOK_BISTRO) {
+        ucm_mmap_install_bistro();
+    }
+    status = ucm_mmap_install_reloc();
+    ucm_mmap_install_usec = ucm_mmap_now_usec() - start;
+    ucm_mmap_mode         = ucm_global_opts.mmap_hook_mode;
+    if (status != UCS_OK) {
+        ucm_mmap_installed = -1;
+        goto out_unlock;
+    }
+
+    /* prove it: the events must really arrive */
+    status = ucm_test_events_detail(UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED,
+                                    &failed);
+    if (status != UCS_OK) {
+        ucm_error("memory hooks installed in %s mode but events 0x%x do not "
+                  "arrive: memory events disabled",
+                  ucm_mmap_hook_modes[ucm_mmap_mode], failed);
+        ucm_mmap_installed = -1;
+        goto out_unlock;
+    }
+    ucm_mmap_installed = 1;
+    ucm_debug("memory hooks installed (%s mode) in %d usec",
+              ucm_mmap_hook_modes[ucm_mmap_mode], (int)ucm_mmap_install_usec);
+    status = UCS_OK;
+
+out_unlock:
+    pthread_mutex_unlock(&ucm_mmap_install_lock);
+    return status;
+}
+
+ucs_status_t ucm_hooks_install(void)
+{
+    return ucm_mmap_install(UCM_EVENT_MMAP_FAMILY);
+}
+
+unsigned ucm_hooks_query(ucm_hook_info_t *infos, unsigned max)
+{
+    unsigned i;
+
+    for (i = 0; (i < UCM_HOOK_LAST) && (i < max); ++i) {
+        infos[i].symbol = ucm_hook_funcs[i].symbol;
+        infos[i].state  = ucm_hook_funcs[i].state;
+        infos[i].events = ucm_hook_funcs[i].events;
+        infos[i].detail = ucm_hook_funcs[i].detail;
+    }
+    return UCM_HOOK_LAST;
+}
+
+ucm_mmap_hook_mode_t ucm_hooks_installed_mode(void)
+{
+    return (ucm_mmap_installed > 0) ? ucm_mmap_mode : UCM_MMAP_HOOK_NONE;
+}
+
+double ucm_hooks_install_time_usec(void)
+{
+    return ucm_mmap_install_usec;
+}

@@ -1,0 +1,168 @@
+/*
+ * Self-test: perform the real calls behind each requested event through the
+ * hooked entry points, and check that a temporary handler sees each event
+ * for exactly the memory the test used (events of other threads are
+ * ignored).  Not hook context.
+ */
+#include "ucm_mmap.h"
+
+#include <ucm/event/ucm_event.h>
+#include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_sys.h>
+
+#include <errno.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+typedef struct {
+    void *addr;     /* address the current step is about */
+    int  received;  /* events seen for it */
+} ucm_test_ctx_t;
+
+static void ucm_test_event_cb(ucm_event_type_t type, ucm_event_t *event,
+                              void *arg)
+{
+    ucm_test_ctx_t *ctx = arg;
+    const void *addr;
+
+    switch (type) {
+    case UCM_EVENT_MMAP:        addr = event->mmap.address; break;
+    case UCM_EVENT_MUNMAP:      addr = event->munmap.address; break;
+    case UCM_EVENT_MREMAP:      addr = event->mremap.address; break;
+    case UCM_EVENT_SHMAT:       addr = event->shmat.shmaddr; break;
+    case UCM_EVENT_SHMDT:       addr = event->shmdt.shmaddr; break;
+    case UCM_EVENT_MADVISE:     addr = event->madvise.addr; break;
+    case UCM_EVENT_SBRK:        addr = NULL; break; /* increment 0 */
+    case UCM_EVENT_BRK:         addr = event->brk.addr; break;
+    case UCM_EVENT_VM_MAPPED:
+    case UCM_EVENT_VM_UNMAPPED: addr = event->vm_mapped.address; break;
+    default:                    return;
+    }
+    if ((type == UCM_EVENT_SBRK) ? (event->sbrk.increment == 0) :
+                                   (addr == ctx->addr)) {
+        __atomic_or_fetch(&ctx->received, type, __ATOMIC_RELAXED);
+    }
+}
+
+/* Check that the step delivered 'expected' (restricted to 'events'). */
+static void ucm_test_step_check(ucm_test_ctx_t *ctx, int events, int expected,
+                                int *failed)
+{
+    *failed |= (events & expected) & ~ctx->received;
+    ctx->received = 0;
+}
+
+static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int *failed)
+{
+    size_t page = ucm_sys_page_size();
+    void *p, *shm;
+    int shmid;
+
+    /* mmap (MAP_FIXED over a reservation of ours, so that the address is
+     * known before the call), madvise, mremap (shrink), munmap */
+    p = (void*)ucm_sys_mmap(NULL, 2 * page, PROT_NONE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ucm_sys_is_err((long)p)) {
+        *failed |= events & UCM_EVENT_MMAP_FAMILY;
+        return;
+    }
+    ctx->addr     = p;
+    ctx->received = 0;
+    if (mmap(p, 2 * page, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != p) {
+        ucm_sys_munmap(p, 2 * page);
+        *failed |= events & UCM_EVENT_MMAP_FAMILY;
+        return;
+    }
+    ucm_test_step_check(ctx, events,
+                        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
+                                UCM_EVENT_VM_UNMAPPED,
+                        failed);
+    madvise(p, page, MADV_DONTNEED);
+    ucm_test_step_check(ctx, events, UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED,
+                        failed);
+    if (mremap(p, 2 * page, page, 0) == p) {
+        ucm_test_step_check(ctx, events, UCM_EVENT_MREMAP, failed);
+    }
+    munmap(p, page);
+    ucm_test_step_check(ctx, events, UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED,
+                        failed);
+
+    /* SysV shm, if the system has it: attached over a page of ours
+     * (SHM_REMAP) so that its address is known before the call */
+    if (events & (UCM_EVENT_SHMAT | UCM_EVENT_SHMDT)) {
+        shmid = shmget(IPC_PRIVATE, page, IPC_CREAT | 0600);
+        p     = mmap(NULL, page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if ((shmid >= 0) && (p != MAP_FAILED)) {
+            ctx->addr     = p;
+            ctx->received = 0;
+            shm           = shmat(shmid, p, SHM_REMAP);
+            if (shm == p) {
+                ucm_test_step_check(ctx, events,
+                                    UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED,
+                                    failed);
+                shmdt(shm);
+                ucm_test_step_check(ctx, events,
+                                    UCM_EVENT_SHMDT | UCM_EVENT_VM_UNMAPPED,
+                                    failed);
+            } else {
+                ucm_debug("shmat failed (%d): SHMAT/SHMDT not tested", errno);
+                munmap(p, page);
+            }
+        } else {
+            ucm_debug("shmget failed (%d): SHMAT/SHMDT not tested", errno);
+            if (p != MAP_FAILED) {
+                munmap(p, page);
+            }
+        }
+        if (shmid >= 0) {
+            shmctl(shmid, IPC_RMID, NULL);
+        }
+    }
+
+    /* sbrk/brk without changing the heap */
+    if (events & (UCM_EVENT_SBRK | UCM_EVENT_BRK)) {
+        ctx->addr = sbrk(0);
+        ucm_test_step_check(ctx, events, UCM_EVENT_SBRK, failed);
+        brk(ctx->addr);
+        ucm_test_step_check(ctx, events, UCM_EVENT_BRK, failed);
+    }
+}
+
+ucs_status_t ucm_test_events_detail(int events, int *failed_p)
+{
+    ucm_test_ctx_t ctx = {NULL, 0};
+    ucs_status_t status;
+    int failed = 0;
+
+    events &= UCM_EVENT_MMAP_FAMILY;
+    status = ucm_event_handler_add(events, -1000, ucm_test_event_cb, &ctx);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ucm_test_run(&ctx, events, &failed);
+    ucm_event_handler_remove(events, ucm_test_event_cb, &ctx);
+    *failed_p = failed;
+    return (failed == 0) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+}
+
+ucs_status_t ucm_test_events(int events)
+{
+    ucs_status_t status;
+    int failed;
+
+    status = ucm_test_events_detail(events, &failed);
+    if (status != UCS_OK) {
+        ucm_diag("memory events 0x%x requested, 0x%x not delivered", events,
+                 failed);
+    }
+    return status;
+}
+
+ucs_status_t ucm_test_external_events(int events)
+{
+    return ucm_test_events(events);
+}

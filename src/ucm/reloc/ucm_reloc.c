@@ -1,0 +1,200 @@
+/*
+ * GOT/PLT patching; see ucm_reloc.h.
+ */
+#include "ucm_reloc.h"
+
+#include <ucm/util/ucm_elf.h>
+#include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_sys.h>
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define UCM_RELOC_MAX_PATCHES 32
+#define UCM_RELOC_MAX_OBJECTS 1024
+
+typedef struct {
+    uintptr_t  base;
+    const void *dynamic;  /* identifies the object together with base */
+    int        seen;      /* present in the current walk */
+} ucm_reloc_object_t;
+
+pthread_mutex_t ucm_reloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static ucm_reloc_patch_t ucm_reloc_patches[UCM_RELOC_MAX_PATCHES];
+static unsigned ucm_reloc_num_patches;
+static ucm_reloc_object_t ucm_reloc_objects[UCM_RELOC_MAX_OBJECTS];
+static unsigned ucm_reloc_num_objects;
+static unsigned long ucm_reloc_last_adds, ucm_reloc_last_subs;
+static unsigned long ucm_reloc_num_slots;
+static unsigned char ucm_reloc_first_chars[256];
+
+static void ucm_reloc_write(const ucm_elf_dyn_t *dyn, void **slot, void *value)
+{
+    size_t page      = ucm_sys_page_size();
+    uintptr_t start  = (uintptr_t)slot & ~(page - 1);
+    int in_relro     = ((uintptr_t)slot >= dyn->relro_start) &&
+                       ((uintptr_t)slot < dyn->relro_end);
+    long ret;
+
+    if (__atomic_load_n(slot, __ATOMIC_RELAXED) == value) {
+        return;
+    }
+    if (in_relro) {
+        ret = ucm_sys_mprotect((void*)start, page, PROT_READ | PROT_WRITE);
+        if (ret != 0) {
+            ucm_warn("cannot make the GOT of '%s' writable (%ld): %p not "
+                     "patched", dyn->name, ret, slot);
+            return;
+        }
+    }
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+    ++ucm_reloc_num_slots;
+    if (in_relro) {
+        ucm_sys_mprotect((void*)start, page, PROT_READ);
+    }
+}
+
+static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
+                                  const ElfW(Rela) *relas, size_t count)
+{
+    const ElfW(Rela) *r;
+    const char *name;
+    unsigned long type;
+    unsigned i;
+    size_t n;
+
+    for (n = 0; n < count; ++n) {
+        r    = &relas[n];
+        type = ELF64_R_TYPE(r->r_info);
+        if ((type != R_X86_64_JUMP_SLOT) && (type != R_X86_64_GLOB_DAT)) {
+            continue;
+        }
+        name = dyn->strtab + dyn->symtab[ELF64_R_SYM(r->r_info)].st_name;
+        if (!ucm_reloc_first_chars[(unsigned char)name[0]]) {
+            continue;
+        }
+        for (i = 0; i < ucm_reloc_num_patches; ++i) {
+            if (!strcmp(name, ucm_reloc_patches[i].symbol)) {
+                ucm_reloc_write(dyn, (void**)(dyn->base + r->r_offset),
+                                ucm_reloc_patches[i].value);
+                break;
+            }
+        }
+    }
+}
+
+static ucm_reloc_object_t *ucm_reloc_object_find(uintptr_t base,
+                                                 const void *dynamic)
+{
+    unsigned i;
+
+    for (i = 0; i < ucm_reloc_num_objects; ++i) {
+        if ((ucm_reloc_objects[i].base == base) &&
+            (ucm_reloc_objects[i].dynamic == dynamic)) {
+            return &ucm_reloc_objects[i];
+        }
+    }
+    return NULL;
+}
+
+typedef struct {
+    int full; /* re-patch known objects as well */
+} ucm_reloc_walk_ctx_t;
+
+static int ucm_reloc_phdr_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    ucm_reloc_walk_ctx_t *ctx = arg;
+    ucm_reloc_object_t *obj;
+    ucm_elf_dyn_t dyn;
+
+    ucm_reloc_last_adds = info->dlpi_adds;
+    ucm_reloc_last_subs = info->dlpi_subs;
+    if (ucm_elf_dyn_parse(info, &dyn) != 0) {
+        return 0;
+    }
+    obj = ucm_reloc_object_find(dyn.base, dyn.symtab);
+    if ((obj != NULL) && !ctx->full) {
+        obj->seen = 1;
+        return 0;
+    }
+    ucm_reloc_patch_relas(&dyn, dyn.jmprel, dyn.jmprel_count);
+    ucm_reloc_patch_relas(&dyn, dyn.rela, dyn.rela_count);
+    if (obj != NULL) {
+        obj->seen = 1;
+    } else if (ucm_reloc_num_objects < UCM_RELOC_MAX_OBJECTS) {
+        obj          = &ucm_reloc_objects[ucm_reloc_num_objects++];
+        obj->base    = dyn.base;
+        obj->dynamic = dyn.symtab;
+        obj->seen    = 1;
+    }
+    return 0;
+}
+
+static void ucm_reloc_walk(int full)
+{
+    ucm_reloc_walk_ctx_t ctx = {full};
+    unsigned i, n = 0;
+
+    for (i = 0; i < ucm_reloc_num_objects; ++i) {
+        ucm_reloc_objects[i].seen = 0;
+    }
+    dl_iterate_phdr(ucm_reloc_phdr_cb, &ctx);
+    /* forget unloaded objects: their address may host a new one later */
+    for (i = 0; i < ucm_reloc_num_objects; ++i) {
+        if (ucm_reloc_objects[i].seen) {
+            ucm_reloc_objects[n++] = ucm_reloc_objects[i];
+        }
+    }
+    ucm_reloc_num_objects = n;
+}
+
+ucs_status_t ucm_reloc_apply(const ucm_reloc_patch_t *patches, unsigned count)
+{
+    unsigned i;
+
+    pthread_mutex_lock(&ucm_reloc_lock);
+    if (ucm_reloc_num_patches + count > UCM_RELOC_MAX_PATCHES) {
+        pthread_mutex_unlock(&ucm_reloc_lock);
+        ucm_error("too many relocation patches (%u)",
+                  ucm_reloc_num_patches + count);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    for (i = 0; i < count; ++i) {
+        ucm_reloc_patches[ucm_reloc_num_patches++] = patches[i];
+        ucm_reloc_first_chars[(unsigned char)patches[i].symbol[0]] = 1;
+    }
+    ucm_reloc_walk(1);
+    pthread_mutex_unlock(&ucm_reloc_lock);
+    return UCS_OK;
+}
+
+static int ucm_reloc_counters_cb(struct dl_phdr_info *info, size_t size,
+                                 void *arg)
+{
+    unsigned long *counters = arg;
+
+    counters[0] = info->dlpi_adds;
+    counters[1] = info->dlpi_subs;
+    return 1;
+}
+
+void ucm_reloc_update(void)
+{
+    unsigned long counters[2] = {0, 0};
+
+    pthread_mutex_lock(&ucm_reloc_lock);
+    if (ucm_reloc_num_patches > 0) {
+        dl_iterate_phdr(ucm_reloc_counters_cb, counters);
+        if ((counters[0] != ucm_reloc_last_adds) ||
+            (counters[1] != ucm_reloc_last_subs)) {
+            ucm_reloc_walk(0);
+        }
+    }
+    pthread_mutex_unlock(&ucm_reloc_lock);
+}
+
+unsigned long ucm_reloc_slots_patched(void)
+{
+    return ucm_reloc_num_slots;
+}

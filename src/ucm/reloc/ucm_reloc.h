@@ -1,0 +1,38 @@
+/*
+ * reloc mode: write our hooks into the GOT/PLT slots (R_X86_64_JUMP_SLOT and
+ * R_X86_64_GLOB_DAT) of every loaded object, and of objects loaded later
+ * (the dlopen hook calls ucm_reloc_update()).  RELRO pages are made writable
+ * for the single aligned pointer store and read-only again right after.
+ * Thread-safe (one mutex, never taken in hook context of mmap-family calls).
+ */
+#ifndef UCM_RELOC_H_
+#define UCM_RELOC_H_
+
+#include <ucs/type/status.h>
+#include <pthread.h>
+
+typedef struct ucm_reloc_patch {
+    const char *symbol;
+    void       *value;
+} ucm_reloc_patch_t;
+
+/* Add patches to the active set and apply the whole set to every loaded
+ * object.  UCS_ERR_EXCEEDS_LIMIT if the set is full. */
+ucs_status_t ucm_reloc_apply(const ucm_reloc_patch_t *patches, unsigned count);
+
+/* Apply the active set to objects loaded since the last call; forget those
+ * that were unloaded. */
+void ucm_reloc_update(void);
+
+/* Number of GOT slots written so far (for tests and the info tool). */
+unsigned long ucm_reloc_slots_patched(void);
+
+/* dlopen() with the RPATH/RUNPATH of 'caller' searched first, as glibc would
+ * have done had the caller called dlopen itself. */
+void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
+                          void *(*orig_dlopen)(const char*, int));
+
+/* Protects the patch set and the table of patched objects. */
+extern pthread_mutex_t ucm_reloc_lock;
+
+#endif
