@@ -27,9 +27,22 @@ typedef struct ucm_bistro_target {
     uintptr_t prev_end;   /* end of the symbol below entry; 0 if unknown */
 } ucm_bistro_target_t;
 
-/* UCS_OK and *orig_p set, or UCS_ERR_UNSUPPORTED with *detail_p saying why. */
-ucs_status_t ucm_bistro_patch(const ucm_bistro_target_t *target, void *hook,
-                              void **orig_p, const char **detail_p);
+typedef struct ucm_bistro_patch {
+    ucm_bistro_target_t target;      /* in */
+    void                *hook;       /* in: where calls must go */
+    void                *orig;       /* out: calls the original function */
+    ucs_status_t        status;      /* out */
+    const char          *detail;     /* out: why it failed */
+    /* internal */
+    uintptr_t           site;        /* padding holding the 5-byte jmp, or 0 */
+    size_t              entry_len;
+    uint8_t             entry_bytes[16];
+    uint8_t             site_bytes[5];
+} ucm_bistro_patch_t;
+
+/* Patch all functions with one write-enable of the text.  Each patch gets
+ * its own status; returns UCS_OK if all succeeded. */
+ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count);
 
 /* Length of the x86_64 instruction at code (0 if not understood); exposed
  * for the unit tests. */

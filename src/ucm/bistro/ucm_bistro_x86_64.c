@@ -264,17 +264,17 @@ static int ucm_bistro_emit_orig(uint8_t *tramp, uintptr_t entry,
     return 0;
 }
 
-static long ucm_bistro_text_protect(uintptr_t start, uintptr_t end, int prot)
+static long ucm_bistro_protect(uintptr_t start, uintptr_t end, int prot)
 {
-    size_t page = ucm_sys_page_size();
+    size_t page     = ucm_sys_page_size();
     uintptr_t first = start & ~(page - 1);
     uintptr_t last  = (end + page - 1) & ~(page - 1);
 
     return ucm_sys_mprotect((void*)first, last - first, prot);
 }
 
-/* Replace the first insn_len bytes at entry with 'bytes' using one atomic
- * 8-byte compare-and-swap when they fit in one aligned quadword. */
+/* Replace the first len bytes at entry with 'bytes' using one atomic 8-byte
+ * compare-and-swap when they fit in one aligned quadword. */
 static void ucm_bistro_write_entry(uintptr_t entry, const uint8_t *bytes,
                                    size_t len)
 {
@@ -297,92 +297,130 @@ static void ucm_bistro_write_entry(uintptr_t entry, const uint8_t *bytes,
     }
 }
 
-ucs_status_t ucm_bistro_patch(const ucm_bistro_target_t *t, void *hook,
-                              void **orig_p, const char **detail_p)
+/* Decide how to patch one function and write its stub and trampoline into
+ * the (writable) code page.  0 on success. */
+static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
 {
-    uintptr_t entry = t->entry, site = 0;
-    uint8_t patch[16], site_jmp[UCM_BISTRO_JMP_REL32_LEN];
+    const ucm_bistro_target_t *t = &p->target;
+    uintptr_t entry              = t->entry;
     ucm_bistro_insn_t insn;
-    uintptr_t lo, hi;
     uint8_t *stub, *tramp;
-    long rel8;
 
+    p->site = 0;
     if (ucm_bistro_decode((const uint8_t*)entry, &insn) != 0) {
-        *detail_p = "first instruction not understood";
-        return UCS_ERR_UNSUPPORTED;
+        p->detail = "first instruction not understood";
+        return -1;
     }
-    if (insn.len > sizeof(patch)) {
-        *detail_p = "first instruction too long";
-        return UCS_ERR_UNSUPPORTED;
+    if (insn.len > sizeof(p->entry_bytes)) {
+        p->detail = "first instruction too long";
+        return -1;
     }
     if (insn.len < UCM_BISTRO_JMP_REL32_LEN) {
         if (insn.len < 2) {
-            *detail_p = "first instruction shorter than a short jump";
-            return UCS_ERR_UNSUPPORTED;
+            p->detail = "first instruction shorter than a short jump";
+            return -1;
         }
-        /* find never-executed padding for the 5-byte jmp, within rel8 reach */
+        /* never-executed padding for the 5-byte jmp, within rel8 reach */
         if ((t->end != 0) && (t->next_start >= t->end + 5) &&
             (t->end + 5 - (entry + 2) <= 127) &&
             ucm_bistro_is_padding(t->end, t->next_start)) {
-            site = t->end;
+            p->site = t->end;
         } else if ((t->prev_end != 0) && (t->prev_end + 5 <= entry) &&
                    ucm_bistro_is_padding(t->prev_end, entry)) {
-            site = entry - 5;
+            p->site = entry - 5;
         } else {
-            *detail_p = "first instruction too short and no padding in reach";
-            return UCS_ERR_UNSUPPORTED;
+            p->detail = "first instruction too short and no padding in reach";
+            return -1;
         }
     }
 
     stub = ucm_bistro_code_alloc(entry, UCM_BISTRO_JMP_ABS_LEN * 2 + insn.len);
     if (stub == NULL) {
-        *detail_p = "no memory within 2 GiB of the function";
-        return UCS_ERR_UNSUPPORTED;
+        p->detail = "no memory within 2 GiB of the function";
+        return -1;
     }
     tramp = stub + UCM_BISTRO_JMP_ABS_LEN;
-    if (ucm_sys_mprotect((void*)((uintptr_t)stub & ~(ucm_sys_page_size() - 1)),
-                         ucm_sys_page_size(),
-                         PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
-        *detail_p = "cannot write the trampoline page";
-        return UCS_ERR_UNSUPPORTED;
-    }
-    ucm_bistro_emit_jmp_abs(stub, (uintptr_t)hook);
     if (ucm_bistro_emit_orig(tramp, entry, &insn) != 0) {
-        *detail_p = "cannot relocate the first instruction";
-        return UCS_ERR_UNSUPPORTED;
+        p->detail = "cannot relocate the first instruction";
+        return -1;
     }
-    ucm_sys_mprotect((void*)((uintptr_t)stub & ~(ucm_sys_page_size() - 1)),
-                     ucm_sys_page_size(), PROT_READ | PROT_EXEC);
+    ucm_bistro_emit_jmp_abs(stub, (uintptr_t)p->hook);
 
-    /* the bytes that will sit at the entry */
-    memset(patch, UCM_BISTRO_INT3, sizeof(patch));
-    if (site == 0) {
-        ucm_bistro_emit_jmp_rel32(patch, entry, (uintptr_t)stub);
+    memset(p->entry_bytes, UCM_BISTRO_INT3, sizeof(p->entry_bytes));
+    p->entry_len = insn.len;
+    if (p->site == 0) {
+        ucm_bistro_emit_jmp_rel32(p->entry_bytes, entry, (uintptr_t)stub);
     } else {
-        ucm_bistro_emit_jmp_rel32(site_jmp, site, (uintptr_t)stub);
-        rel8     = (long)site - (long)(entry + 2);
-        patch[0] = 0xeb;
-        patch[1] = (uint8_t)(int8_t)rel8;
+        ucm_bistro_emit_jmp_rel32(p->site_bytes, p->site, (uintptr_t)stub);
+        p->entry_bytes[0] = 0xeb;
+        p->entry_bytes[1] = (uint8_t)(int8_t)((long)p->site -
+                                              (long)(entry + 2));
+    }
+    p->orig = tramp;
+    return 0;
+}
+
+ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count)
+{
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    ucs_status_t status = UCS_OK;
+    ucm_bistro_patch_t *p;
+    unsigned i;
+
+    /* stubs and trampolines: written while the code page is writable */
+    if ((ucm_bistro_code_page != NULL) &&
+        (ucm_bistro_protect((uintptr_t)ucm_bistro_code_page,
+                            (uintptr_t)ucm_bistro_code_page + 1,
+                            PROT_READ | PROT_WRITE | PROT_EXEC) != 0)) {
+        ucm_bistro_code_page = NULL; /* start a new one */
+    }
+    for (i = 0; i < count; ++i) {
+        p         = &patches[i];
+        p->status = (ucm_bistro_prepare(p) == 0) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+        if (p->status != UCS_OK) {
+            status = UCS_ERR_UNSUPPORTED;
+            continue;
+        }
+        lo = (p->site && (p->site < lo)) ? p->site : lo;
+        hi = (p->site && (p->site + 5 > hi)) ? p->site + 5 : hi;
+        lo = (p->target.entry < lo) ? p->target.entry : lo;
+        hi = (p->target.entry + p->entry_len > hi) ?
+                     p->target.entry + p->entry_len : hi;
+    }
+    if (ucm_bistro_code_page != NULL) {
+        ucm_bistro_protect((uintptr_t)ucm_bistro_code_page,
+                           (uintptr_t)ucm_bistro_code_page + 1,
+                           PROT_READ | PROT_EXEC);
+    }
+    if (hi == 0) {
+        return status;
     }
 
-    /* libc text stays executable while it is written: other threads run it */
-    lo = ((site != 0) && (site < entry)) ? site : entry;
-    hi = ((site != 0) && (site > entry)) ? site + 5 : entry + insn.len;
-    if (ucm_bistro_text_protect(lo, hi, PROT_READ | PROT_WRITE | PROT_EXEC) !=
-        0) {
-        *detail_p = "cannot make the function writable";
+    /* the text stays executable while written: other threads run it */
+    if (ucm_bistro_protect(lo, hi, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        for (i = 0; i < count; ++i) {
+            if (patches[i].status == UCS_OK) {
+                patches[i].status = UCS_ERR_UNSUPPORTED;
+                patches[i].detail = "cannot make the function writable";
+            }
+        }
         return UCS_ERR_UNSUPPORTED;
     }
-    if (site != 0) {
-        memcpy((void*)site, site_jmp, sizeof(site_jmp)); /* never executed */
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (i = 0; i < count; ++i) { /* padding first: never executed */
+        p = &patches[i];
+        if ((p->status == UCS_OK) && (p->site != 0)) {
+            memcpy((void*)p->site, p->site_bytes, sizeof(p->site_bytes));
+        }
     }
-    ucm_bistro_write_entry(entry, patch, insn.len);
-    ucm_bistro_text_protect(lo, hi, PROT_READ | PROT_EXEC);
-    UCM_BISTRO_DISCARD((void*)entry, insn.len);
-    if (site != 0) {
-        UCM_BISTRO_DISCARD((void*)site, 5);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (i = 0; i < count; ++i) {
+        p = &patches[i];
+        if (p->status == UCS_OK) {
+            ucm_bistro_write_entry(p->target.entry, p->entry_bytes,
+                                   p->entry_len);
+        }
     }
-    *orig_p = tramp;
-    return UCS_OK;
+    ucm_bistro_protect(lo, hi, PROT_READ | PROT_EXEC);
+    UCM_BISTRO_DISCARD((void*)lo, hi - lo);
+    return status;
 }

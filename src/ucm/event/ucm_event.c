@@ -137,12 +137,16 @@ ucm_event_list_build(const ucm_event_list_t *old, const ucm_event_handler_t *add
 
 /* Publish a new list and free the old one once no reader can see it.
  * Called with the writer lock held. */
-static void ucm_event_list_publish(ucm_event_list_t *list)
+static void ucm_event_list_publish(ucm_event_list_t *list, int removal)
 {
     ucm_event_list_t *old = ucm_event_list;
 
     __atomic_store_n(&ucm_event_list, list, __ATOMIC_RELEASE);
-    ucm_rcu_synchronize();
+    /* wait for readers of the old list: before freeing it, and before a
+     * removal returns (the removed handler must not run afterwards) */
+    if (removal || (old != &ucm_event_list_empty)) {
+        ucm_rcu_synchronize();
+    }
     if (old != &ucm_event_list_empty) {
         free(old);
     }
@@ -161,7 +165,7 @@ ucs_status_t ucm_event_handler_add(int events, int priority,
         ucm_error("failed to allocate the event handler list");
         return UCS_ERR_NO_MEMORY;
     }
-    ucm_event_list_publish(list);
+    ucm_event_list_publish(list, 0);
     pthread_mutex_unlock(&ucm_event_writer_lock);
     return UCS_OK;
 }
@@ -188,7 +192,7 @@ void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg)
         ucm_error("out of memory while removing an event handler");
         return;
     }
-    ucm_event_list_publish(list);
+    ucm_event_list_publish(list, 1);
     pthread_mutex_unlock(&ucm_event_writer_lock);
 }
 

@@ -22,8 +22,21 @@ __thread unsigned ucm_rcu_tls_overflow __attribute__((tls_model("initial-exec"))
 static __thread unsigned long ucm_rcu_tls_overflow_phase
         __attribute__((tls_model("initial-exec")));
 
+/* One past the highest slot ever claimed: writers scan only [0, high). */
+static volatile int ucm_rcu_slots_high;
+
 /* Readers without a slot: one counter per phase. */
 static volatile long ucm_rcu_overflow_count[2];
+
+static void ucm_rcu_slots_high_raise(int high)
+{
+    int cur = __atomic_load_n(&ucm_rcu_slots_high, __ATOMIC_RELAXED);
+
+    while ((cur < high) &&
+           !__atomic_compare_exchange_n(&ucm_rcu_slots_high, &cur, high, 0,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    }
+}
 
 static int ucm_rcu_slot_claim(long tid, int check_alive)
 {
@@ -40,6 +53,7 @@ static int ucm_rcu_slot_claim(long tid, int check_alive)
         }
         if (__atomic_compare_exchange_n(&ucm_rcu_slots[i].tid, &owner, tid, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            ucm_rcu_slots_high_raise(i + 1);
             return i + 1;
         }
     }
@@ -103,10 +117,11 @@ static void ucm_rcu_wait_phase(unsigned long old_phase)
 {
     int self = ucm_rcu_tls_slot - 1;
     unsigned long ctr, spins;
+    int high = __atomic_load_n(&ucm_rcu_slots_high, __ATOMIC_SEQ_CST);
     long own_overflow;
     int i;
 
-    for (i = 0; i < UCM_RCU_MAX_THREADS; ++i) {
+    for (i = 0; i < high; ++i) {
         if ((i == self) || (ucm_rcu_slots[i].tid == 0)) {
             continue;
         }
@@ -167,7 +182,7 @@ void ucm_rcu_atfork_child(void)
     long tid = ucm_sys_gettid();
     int i;
 
-    for (i = 0; i < UCM_RCU_MAX_THREADS; ++i) {
+    for (i = 0; i < ucm_rcu_slots_high; ++i) {
         if (i == self) {
             ucm_rcu_slots[i].tid = tid; /* new tid in the child */
         } else {

@@ -177,10 +177,11 @@ static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
 static void ucm_mmap_install_bistro(void)
 {
     ucm_bistro_target_t targets[UCM_HOOK_LAST];
+    ucm_bistro_patch_t patches[UCM_HOOK_LAST];
+    ucm_hook_id_t ids[UCM_HOOK_LAST];
     ucm_mmap_libc_ctx_t ctx = {.found = 0};
     ucm_hook_id_t id, other;
-    const char *detail;
-    void *orig;
+    unsigned i, count = 0;
 
     dl_iterate_phdr(ucm_mmap_find_libc_cb, &ctx);
     if (!ctx.found) {
@@ -188,6 +189,7 @@ static void ucm_mmap_install_bistro(void)
         return;
     }
     ucm_mmap_bistro_targets(&ctx.dyn, targets);
+    memset(patches, 0, sizeof(patches));
     for (id = 0; id < UCM_HOOK_LAST; ++id) {
         if (!ucm_hook_funcs[id].libc ||
             (ucm_hook_funcs[id].state != UCM_HOOK_STATE_NONE)) {
@@ -197,27 +199,35 @@ static void ucm_mmap_install_bistro(void)
             ucm_hook_funcs[id].detail = "symbol not found in libc";
             continue;
         }
-        /* aliases (mmap/mmap64) share one entry: patch it once */
-        for (other = 0; other < id; ++other) {
-            if ((targets[other].entry == targets[id].entry) &&
-                (ucm_hook_funcs[other].state == UCM_HOOK_STATE_BISTRO)) {
-                ucm_hook_funcs[id].orig  = ucm_hook_funcs[other].orig;
-                ucm_hook_funcs[id].state = UCM_HOOK_STATE_BISTRO;
+        for (other = 0; other < id; ++other) { /* mmap/mmap64: one entry */
+            if (targets[other].entry == targets[id].entry) {
                 break;
             }
         }
-        if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_BISTRO) {
+        if (other < id) {
             continue;
         }
-        if (ucm_bistro_patch(&targets[id], ucm_hook_funcs[id].hook, &orig,
-                             &detail) != UCS_OK) {
-            ucm_hook_funcs[id].detail = detail;
+        patches[count].target = targets[id];
+        patches[count].hook   = ucm_hook_funcs[id].hook;
+        ids[count++]          = id;
+    }
+    ucm_bistro_patch_all(patches, count);
+    for (i = 0; i < count; ++i) {
+        id = ids[i];
+        if (patches[i].status != UCS_OK) {
+            ucm_hook_funcs[id].detail = patches[i].detail;
             ucm_diag("bistro: %s: %s; using reloc for it",
-                     ucm_hook_funcs[id].symbol, detail);
+                     ucm_hook_funcs[id].symbol, patches[i].detail);
             continue;
         }
-        ucm_hook_funcs[id].orig  = orig;
-        ucm_hook_funcs[id].state = UCM_HOOK_STATE_BISTRO;
+        /* the patched entry serves every alias of this function */
+        for (other = 0; other < UCM_HOOK_LAST; ++other) {
+            if ((targets[other].entry == targets[id].entry) &&
+                ucm_hook_funcs[other].libc) {
+                ucm_hook_funcs[other].orig  = patches[i].orig;
+                ucm_hook_funcs[other].state = UCM_HOOK_STATE_BISTRO;
+            }
+        }
     }
 }
 

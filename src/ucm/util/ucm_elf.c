@@ -96,8 +96,8 @@ int ucm_elf_dyn_parse(const struct dl_phdr_info *info, ucm_elf_dyn_t *dyn)
         dyn->rela_count = relasz / sizeof(ElfW(Rela));
     }
     if (gnu_hash != 0) {
-        dyn->nsyms = ucm_elf_gnu_hash_nsyms(
-                (const uint32_t*)ucm_elf_ptr(dyn, gnu_hash));
+        dyn->gnu_hash = (const uint32_t*)ucm_elf_ptr(dyn, gnu_hash);
+        dyn->nsyms    = ucm_elf_gnu_hash_nsyms(dyn->gnu_hash);
     } else if (hash != 0) {
         dyn->nsyms = ((const uint32_t*)ucm_elf_ptr(dyn, hash))[1];
     }
@@ -110,17 +110,56 @@ int ucm_elf_dyn_parse(const struct dl_phdr_info *info, ucm_elf_dyn_t *dyn)
     return 0;
 }
 
+static uint32_t ucm_elf_gnu_hash(const char *name)
+{
+    uint32_t h = 5381;
+
+    for (; *name != '\0'; ++name) {
+        h = (h << 5) + h + (unsigned char)*name;
+    }
+    return h;
+}
+
+static int ucm_elf_sym_match(const ucm_elf_dyn_t *dyn, const ElfW(Sym) *sym,
+                             const char *name)
+{
+    return (sym->st_shndx != SHN_UNDEF) && (sym->st_value != 0) &&
+           !strcmp(dyn->strtab + sym->st_name, name);
+}
+
 const ElfW(Sym) *ucm_elf_sym_find(const ucm_elf_dyn_t *dyn, const char *name)
 {
-    const ElfW(Sym) *sym;
+    const uint32_t *hash = dyn->gnu_hash;
+    uint32_t nbuckets, symoffset, nbloom, h, idx;
+    const uint32_t *buckets, *chain;
     size_t i;
 
-    for (i = 1; i < dyn->nsyms; ++i) {
-        sym = &dyn->symtab[i];
-        if ((sym->st_shndx != SHN_UNDEF) && (sym->st_value != 0) &&
-            !strcmp(dyn->strtab + sym->st_name, name)) {
-            return sym;
+    if (hash == NULL) {
+        for (i = 1; i < dyn->nsyms; ++i) {
+            if (ucm_elf_sym_match(dyn, &dyn->symtab[i], name)) {
+                return &dyn->symtab[i];
+            }
+        }
+        return NULL;
+    }
+    /* GNU hash: the bucket of the name, then its chain (no bloom check) */
+    nbuckets  = hash[0];
+    symoffset = hash[1];
+    nbloom    = hash[2];
+    buckets   = (const uint32_t*)((const ElfW(Addr)*)(hash + 4) + nbloom);
+    chain     = buckets + nbuckets;
+    h         = ucm_elf_gnu_hash(name);
+    idx       = buckets[h % nbuckets];
+    if (idx < symoffset) {
+        return NULL;
+    }
+    for (;; ++idx) {
+        if (((chain[idx - symoffset] | 1) == (h | 1)) &&
+            ucm_elf_sym_match(dyn, &dyn->symtab[idx], name)) {
+            return &dyn->symtab[idx];
+        }
+        if (chain[idx - symoffset] & 1) {
+            return NULL;
         }
     }
-    return NULL;
 }

@@ -17,6 +17,7 @@ typedef struct ucm_elf_dyn {
     const char        *strtab;
     size_t            strsz;
     size_t            nsyms;         /* from DT_HASH / DT_GNU_HASH, 0 if unknown */
+    const uint32_t    *gnu_hash;     /* DT_GNU_HASH table, NULL if absent */
     const ElfW(Rela)  *jmprel;       /* PLT relocations */
     size_t            jmprel_count;
     const ElfW(Rela)  *rela;         /* other relocations (GLOB_DAT) */
@@ -30,7 +31,7 @@ typedef struct ucm_elf_dyn {
 /* 0 on success, -1 if the object has no usable dynamic section. */
 int ucm_elf_dyn_parse(const struct dl_phdr_info *info, ucm_elf_dyn_t *dyn);
 
-/* Find a defined symbol by name (linear scan); NULL if absent. */
+/* Find a defined symbol by name (GNU hash, else linear); NULL if absent. */
 const ElfW(Sym) *ucm_elf_sym_find(const ucm_elf_dyn_t *dyn, const char *name);
 
 #endif

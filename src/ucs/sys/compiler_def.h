@@ -16,6 +16,8 @@
 #define UCS_MASK(_i)           (((_i) >= 64) ? ~0ul : (UCS_BIT(_i) - 1))
 #define ucs_likely(_x)         __builtin_expect(!!(_x), 1)
 #define ucs_unlikely(_x)       __builtin_expect(!!(_x), 0)
+#define ucs_min(_a, _b)        (((_a) < (_b)) ? (_a) : (_b))
+#define ucs_max(_a, _b)        (((_a) > (_b)) ? (_a) : (_b))
 #define ucs_static_array_size(_a) (sizeof(_a) / sizeof((_a)[0]))
 #define UCS_F_ALWAYS_INLINE    inline __attribute__((always_inline))
 #define UCS_F_NOINLINE         __attribute__((noinline))
