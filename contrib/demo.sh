@@ -1,0 +1,12 @@
+#!/bin/bash
+# One command on a fresh Debian bookworm machine: install the packages, build,
+# then show the hooks at work: the live event self-test of ucm_info and the
+# hook benchmark table (ours vs no hooks vs Debian's UCX 1.13 libucm).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/contrib/deps.sh"
+"$top/contrib/build.sh" "$top/build"
+"$top/build/src/tools/ucm_info" -a
+if [ -x "$top/build/src/tools/ucm_bench_hooks" ]; then
+    "$top/build/src/tools/ucm_bench_hooks" "$@"
+fi

@@ -1,0 +1,66 @@
+#!/bin/bash
+# The whole test suite: what CI runs (.ci/run) and what the README tells
+# users to run.
+#
+#   contrib/run-tests.sh [--install-deps] [--quick]
+#
+# Stages (each prints its own summary; the script fails if one fails):
+#   1. build (warnings are errors) and 'make check': the gtest suite in bistro
+#      and reloc modes, and with jemalloc and tcmalloc preloaded
+#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   3. the suite under valgrind (memcheck)
+#   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+install_deps=0
+quick=0
+for arg in "$@"; do
+    case "$arg" in
+    --install-deps) install_deps=1 ;;
+    --quick) quick=1 ;;
+    *) echo "unknown option $arg" >&2; exit 2 ;;
+    esac
+done
+
+[ $install_deps -eq 1 ] && "$top/contrib/deps.sh"
+
+failed=()
+stage() {
+    local name=$1; shift
+    echo "=== $name"
+    local t0=$SECONDS
+    if "$@"; then
+        echo "=== $name: ok ($((SECONDS - t0)) s)"
+    else
+        echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+        failed+=("$name")
+    fi
+}
+
+check_in() {
+    local builddir=$1; shift
+    "$top/contrib/build.sh" "$builddir" "$@" &&
+        make -C "$builddir" check
+}
+
+tools_smoke() {
+    local b=$top/build
+    "$b/src/tools/ucm_info" -e &&
+        UCX_MEM_MMAP_HOOK_MODE=reloc "$b/src/tools/ucm_info" -e >/dev/null &&
+        if [ -x "$b/src/tools/ucm_bench_hooks" ]; then
+            "$b/src/tools/ucm_bench_hooks" --quick
+        fi
+}
+
+stage "build + check (bistro, reloc, jemalloc, tcmalloc)" check_in "$top/build"
+if [ $quick -eq 0 ]; then
+    stage "ASan+UBSan build + check" check_in "$top/build-san" --enable-sanitizers
+    stage "valgrind" make -C "$top/build" check-valgrind
+fi
+stage "tools smoke (ucm_info, benchmark)" tools_smoke
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED stages: ${failed[*]}"
+    exit 1
+fi
+echo "all stages passed"
