@@ -52,11 +52,6 @@ void ucm_dispatch_mem_type_alloc(void *addr, size_t length,
 void ucm_dispatch_mem_type_free(void *addr, size_t length,
                                 ucs_memory_type_t mem_type);
 
-/* Internal handler-list primitives (UCX exports these names too). */
-ucs_status_t ucm_event_handler_add(int events, int priority,
-                                   ucm_event_callback_t cb, void *arg);
-void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg);
-
 /* Size of the SysV segment attached at addr (own table, IPC_STAT, then
  * /proc/self/maps), 0 if none.  Safe in hook context. */
 size_t ucm_shm_seg_size(const void *addr);

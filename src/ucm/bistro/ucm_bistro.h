@@ -33,6 +33,9 @@ typedef struct ucm_bistro_patch {
     void                *orig;       /* out: calls the original function */
     ucs_status_t        status;      /* out */
     const char          *detail;     /* out: why it failed */
+    int                 chained;     /* out: the entry already jumped
+                                        elsewhere (another hooker): orig
+                                        runs that hooker */
     /* internal */
     uintptr_t           site;        /* padding holding the 5-byte jmp, or 0 */
     size_t              entry_len;
@@ -40,7 +43,11 @@ typedef struct ucm_bistro_patch {
     uint8_t             site_bytes[5];
 } ucm_bistro_patch_t;
 
-/* Patch all functions with one write-enable of the text.  Each patch gets
+/* Patch all functions with one write-enable of the text.  The trampoline
+ * in ->orig runs the displaced instruction, then the rest of the function in
+ * place: callers that must not depend on bytes after the first instruction
+ * (which a later hooker may overwrite) should use their own equivalent of
+ * the original unless ->chained is set.  Each patch gets
  * its own status; returns UCS_OK if all succeeded. */
 ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count);
 

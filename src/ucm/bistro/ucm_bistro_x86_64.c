@@ -297,6 +297,15 @@ static void ucm_bistro_write_entry(uintptr_t entry, const uint8_t *bytes,
     }
 }
 
+/* movabs $addr, %r11; jmp *%r11: how UCX and Open MPI patch an entry */
+static int ucm_bistro_is_foreign_patch(uintptr_t entry)
+{
+    const uint8_t *p = (const uint8_t*)entry;
+
+    return (p[0] == 0x49) && (p[1] == 0xbb) && (p[10] == 0x41) &&
+           (p[11] == 0xff) && (p[12] == 0xe3);
+}
+
 /* Decide how to patch one function and write its stub and trampoline into
  * the (writable) code page.  0 on success. */
 static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
@@ -356,7 +365,8 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
         p->entry_bytes[1] = (uint8_t)(int8_t)((long)p->site -
                                               (long)(entry + 2));
     }
-    p->orig = tramp;
+    p->orig    = tramp;
+    p->chained = (insn.rel_at >= 0) || ucm_bistro_is_foreign_patch(entry);
     return 0;
 }
 

@@ -7,11 +7,13 @@
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/util/ucm_log.h>
 
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
+#include <ucm/util/ucm_sys.h>
 
-static ucm_event_list_t ucm_event_list_empty = {0, 0};
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static ucm_event_list_t ucm_event_list_empty = {0, 0, 0};
 ucm_event_list_t *ucm_event_list             = &ucm_event_list_empty;
 int ucm_event_external                       = 0;
 
@@ -94,6 +96,33 @@ void ucm_dispatch_mem_type_free(void *addr, size_t length,
                                 mem_type);
 }
 
+/* Lists live in their own anonymous mappings, not in malloc memory: another
+ * library may replace malloc/free under us (stock UCX's malloc hooks do), and
+ * the raw syscalls raise no events. */
+static ucm_event_list_t *ucm_event_list_alloc(unsigned count)
+{
+    size_t page = ucm_sys_page_size();
+    size_t size = (sizeof(ucm_event_list_t) +
+                   (count * sizeof(ucm_event_handler_t)) + page - 1) &
+                  ~(page - 1);
+    long ret;
+
+    ret = ucm_sys_mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ucm_sys_is_err(ret)) {
+        return NULL;
+    }
+    ((ucm_event_list_t*)ret)->alloc_size = size;
+    return (ucm_event_list_t*)ret;
+}
+
+static void ucm_event_list_free(ucm_event_list_t *list)
+{
+    if (list->alloc_size > 0) {
+        ucm_sys_munmap(list, list->alloc_size);
+    }
+}
+
 /* Build a new list from 'old' with 'add' inserted (if not NULL) and
  * 'remove_events' cleared from handlers matching (cb, arg). */
 static ucm_event_list_t *
@@ -105,8 +134,7 @@ ucm_event_list_build(const ucm_event_list_t *old, const ucm_event_handler_t *add
     unsigned i, n = 0;
     int added = 0;
 
-    list = malloc(sizeof(*list) +
-                  (old->count + 1) * sizeof(ucm_event_handler_t));
+    list = ucm_event_list_alloc(old->count + 1);
     if (list == NULL) {
         return NULL;
     }
@@ -147,9 +175,7 @@ static void ucm_event_list_publish(ucm_event_list_t *list, int removal)
     if (removal || (old != &ucm_event_list_empty)) {
         ucm_rcu_synchronize();
     }
-    if (old != &ucm_event_list_empty) {
-        free(old);
-    }
+    ucm_event_list_free(old);
 }
 
 ucs_status_t ucm_event_handler_add(int events, int priority,

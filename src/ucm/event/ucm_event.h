@@ -24,6 +24,7 @@ typedef struct ucm_event_handler {
 typedef struct ucm_event_list {
     int                 events;  /* union of the handlers' events */
     unsigned            count;
+    size_t              alloc_size; /* mapping size, 0 for the static one */
     ucm_event_handler_t handlers[];
 } ucm_event_list_t;
 
@@ -58,6 +59,13 @@ ucm_event_call_all(const ucm_event_list_t *list, ucm_event_type_t type,
 /* Dispatch VM_MAPPED / VM_UNMAPPED for a range (takes its own read
  * section; cheap when nobody listens). */
 void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len);
+
+/* Add/remove a handler without installing hooks (internal: stock UCX's
+ * libucm exports the same names with other signatures, so these are never
+ * exported). */
+ucs_status_t ucm_event_handler_add(int events, int priority,
+                                   ucm_event_callback_t cb, void *arg);
+void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg);
 
 /* Serializes writers of the handler list. */
 extern pthread_mutex_t ucm_event_writer_lock;

@@ -26,6 +26,9 @@ typedef struct ucm_hook_func {
     const char       *symbol;
     void             *hook;     /* our replacement */
     void             *orig;     /* what the replacement calls */
+    void             *raw;      /* libucm's own equivalent of the original
+                                   (bistro: used unless chaining to another
+                                   hooker), NULL if none */
     int              events;    /* events that need it */
     int              libc;      /* a libc function that bistro can patch */
     ucm_hook_state_t state;
@@ -50,6 +53,12 @@ typedef int (*ucm_brk_func_t)(void*);
 typedef void *(*ucm_sbrk_func_t)(intptr_t);
 typedef void *(*ucm_dlopen_func_t)(const char*, int);
 typedef int (*ucm_dlclose_func_t)(void*);
+
+/* libucm's own equivalents of the originals (no events, no libc code). */
+void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
+                          int flags, ...);
+int ucm_mmap_brk_raw(void *addr);
+void *ucm_mmap_sbrk_raw(intptr_t increment);
 
 /* Resolve the original functions (constructor). */
 void ucm_mmap_init(void);

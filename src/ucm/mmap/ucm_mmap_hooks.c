@@ -10,6 +10,7 @@
 #include <ucm/event/ucm_event.h>
 #include <ucm/util/ucm_sys.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <sys/mman.h>
@@ -425,6 +426,74 @@ void *ucm_sbrk(intptr_t increment)
     return event.sbrk.result;
 }
 
+/* glibc's record of the program break (exported by libc). */
+static void **ucm_mmap_curbrk;
+
+static void **ucm_mmap_curbrk_get(void)
+{
+    if (ucm_mmap_curbrk == NULL) {
+        ucm_mmap_curbrk = dlsym(RTLD_DEFAULT, "__curbrk");
+    }
+    return ucm_mmap_curbrk;
+}
+
+/* brk() as glibc does it, keeping its __curbrk in step. */
+int ucm_mmap_brk_raw(void *addr)
+{
+    void **curbrk = ucm_mmap_curbrk_get();
+    void *result  = (void*)ucm_sys_brk(addr);
+
+    if (curbrk != NULL) {
+        *curbrk = result;
+    }
+    if ((uintptr_t)result < (uintptr_t)addr) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+/* sbrk() as glibc does it. */
+void *ucm_mmap_sbrk_raw(intptr_t increment)
+{
+    void **curbrk = ucm_mmap_curbrk_get();
+    uintptr_t old;
+
+    if ((curbrk == NULL) || (*curbrk == NULL)) {
+        if (ucm_mmap_brk_raw(NULL) < 0) {
+            return (void*)-1;
+        }
+    }
+    old = (curbrk != NULL) ? (uintptr_t)*curbrk : (uintptr_t)ucm_sys_brk(NULL);
+    if (increment == 0) {
+        return (void*)old;
+    }
+    if (((increment > 0) && (old + (uintptr_t)increment < old)) ||
+        ((increment < 0) && (old < (uintptr_t)-increment))) {
+        errno = ENOMEM;
+        return (void*)-1;
+    }
+    if (ucm_mmap_brk_raw((void*)(old + (uintptr_t)increment)) < 0) {
+        return (void*)-1;
+    }
+    return (void*)old;
+}
+
+void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
+                          int flags, ...)
+{
+    void *new_address = NULL;
+    va_list ap;
+
+    if (flags & MREMAP_FIXED) {
+        va_start(ap, flags);
+        new_address = va_arg(ap, void*);
+        va_end(ap);
+    }
+    return (void*)ucm_sys_to_libc(ucm_sys_mremap(old_address, old_size,
+                                                 new_size, flags, new_address));
+}
+
 /* The originals, without events. */
 void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                     off_t offset)
@@ -462,15 +531,10 @@ int ucm_orig_shmdt(const void *shmaddr)
 
 int ucm_orig_brk(void *addr)
 {
-    int result;
-
-    ++ucm_hook_bypass;
-    result = UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
-    --ucm_hook_bypass;
-    return result;
+    return ucm_mmap_brk_raw(addr);
 }
 
 void *ucm_orig_sbrk(intptr_t increment)
 {
-    return ucm_sbrk_call_orig(increment);
+    return ucm_mmap_sbrk_raw(increment);
 }

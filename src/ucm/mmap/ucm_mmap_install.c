@@ -22,39 +22,40 @@ void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
 static void *ucm_dlopen_hook(const char *filename, int flag);
 static int ucm_dlclose_hook(void *handle);
 
-#define UCM_HOOK_ENTRY(_sym, _hook, _events, _libc) \
-    {_sym, (void*)(_hook), NULL, _events, _libc, UCM_HOOK_STATE_NONE, ""}
+#define UCM_HOOK_ENTRY(_sym, _hook, _raw, _events, _libc) \
+    {_sym, (void*)(_hook), NULL, (void*)(_raw), _events, _libc, \
+     UCM_HOOK_STATE_NONE, ""}
 
 ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
-    [UCM_HOOK_MMAP]    = UCM_HOOK_ENTRY("mmap", ucm_mmap,
+    [UCM_HOOK_MMAP]    = UCM_HOOK_ENTRY("mmap", ucm_mmap, ucm_orig_mmap,
                                         UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MMAP64]  = UCM_HOOK_ENTRY("mmap64", ucm_mmap,
+    [UCM_HOOK_MMAP64]  = UCM_HOOK_ENTRY("mmap64", ucm_mmap, ucm_orig_mmap,
                                         UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MUNMAP]  = UCM_HOOK_ENTRY("munmap", ucm_munmap,
+    [UCM_HOOK_MUNMAP]  = UCM_HOOK_ENTRY("munmap", ucm_munmap, ucm_orig_munmap,
                                         UCM_EVENT_MUNMAP |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MREMAP]  = UCM_HOOK_ENTRY("mremap", ucm_mremap_hook,
+    [UCM_HOOK_MREMAP]  = UCM_HOOK_ENTRY("mremap", ucm_mremap_hook, ucm_mmap_mremap_raw,
                                         UCM_EVENT_MREMAP | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MADVISE] = UCM_HOOK_ENTRY("madvise", ucm_madvise,
+    [UCM_HOOK_MADVISE] = UCM_HOOK_ENTRY("madvise", ucm_madvise, ucm_orig_madvise,
                                         UCM_EVENT_MADVISE |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_SHMAT]   = UCM_HOOK_ENTRY("shmat", ucm_shmat,
+    [UCM_HOOK_SHMAT]   = UCM_HOOK_ENTRY("shmat", ucm_shmat, ucm_orig_shmat,
                                         UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_SHMDT]   = UCM_HOOK_ENTRY("shmdt", ucm_shmdt,
+    [UCM_HOOK_SHMDT]   = UCM_HOOK_ENTRY("shmdt", ucm_shmdt, ucm_orig_shmdt,
                                         UCM_EVENT_SHMDT |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_BRK]     = UCM_HOOK_ENTRY("brk", ucm_brk,
+    [UCM_HOOK_BRK]     = UCM_HOOK_ENTRY("brk", ucm_brk, ucm_mmap_brk_raw,
                                         UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_SBRK]    = UCM_HOOK_ENTRY("sbrk", ucm_sbrk,
+    [UCM_HOOK_SBRK]    = UCM_HOOK_ENTRY("sbrk", ucm_sbrk, ucm_mmap_sbrk_raw,
                                         UCM_EVENT_SBRK | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_DLOPEN]  = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, 0, 0),
-    [UCM_HOOK_DLCLOSE] = UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, 0, 0)
+    [UCM_HOOK_DLOPEN]  = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, NULL, 0, 0),
+    [UCM_HOOK_DLCLOSE] = UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, NULL, 0, 0)
 };
 
 pthread_mutex_t ucm_mmap_install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -220,12 +221,21 @@ static void ucm_mmap_install_bistro(void)
                      ucm_hook_funcs[id].symbol, patches[i].detail);
             continue;
         }
-        /* the patched entry serves every alias of this function */
+        /* The patched entry serves every alias of this function.  The
+         * original is our own equivalent, which no later hooker can break
+         * by overwriting the entry; only when the entry already belonged to
+         * another hooker do we chain to it through the trampoline. */
         for (other = 0; other < UCM_HOOK_LAST; ++other) {
             if ((targets[other].entry == targets[id].entry) &&
                 ucm_hook_funcs[other].libc) {
-                ucm_hook_funcs[other].orig  = patches[i].orig;
-                ucm_hook_funcs[other].state = UCM_HOOK_STATE_BISTRO;
+                ucm_hook_funcs[other].orig =
+                        (patches[i].chained ||
+                         (ucm_hook_funcs[other].raw == NULL)) ?
+                                patches[i].orig :
+                                ucm_hook_funcs[other].raw;
+                ucm_hook_funcs[other].state  = UCM_HOOK_STATE_BISTRO;
+                ucm_hook_funcs[other].detail = patches[i].chained ?
+                                "chained to an earlier hooker" : "";
             }
         }
     }
