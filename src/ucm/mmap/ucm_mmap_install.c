@@ -245,29 +245,35 @@ static void ucm_mmap_install_bistro(void)
 static ucs_status_t ucm_mmap_install_reloc(void)
 {
     ucm_reloc_patch_t patches[UCM_HOOK_LAST];
-    unsigned count = 0;
+    ucm_hook_id_t ids[UCM_HOOK_LAST];
+    unsigned i, count = 0;
     ucm_hook_id_t id;
     ucs_status_t status;
 
     for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        /* dlopen/dlclose (listed after the libc functions) only when some
+         * function is hooked by reloc: objects loaded later need it too */
         if ((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
-            ucm_hook_funcs[id].libc) {
-            patches[count].symbol = ucm_hook_funcs[id].symbol;
-            patches[count].value  = ucm_hook_funcs[id].hook;
-            ++count;
+            (ucm_hook_funcs[id].libc || (count > 0))) {
+            patches[count].symbol   = ucm_hook_funcs[id].symbol;
+            patches[count].value    = ucm_hook_funcs[id].hook;
+            patches[count].expected = ucm_hook_funcs[id].orig;
+            ids[count++]            = id;
         }
     }
     if (count == 0) {
         return UCS_OK; /* everything is in bistro: no need to follow dlopen */
     }
-    patches[count].symbol = ucm_hook_funcs[UCM_HOOK_DLOPEN].symbol;
-    patches[count].value  = ucm_hook_funcs[UCM_HOOK_DLOPEN].hook;
-    ++count;
-    patches[count].symbol = ucm_hook_funcs[UCM_HOOK_DLCLOSE].symbol;
-    patches[count].value  = ucm_hook_funcs[UCM_HOOK_DLCLOSE].hook;
-    ++count;
 
     status = ucm_reloc_apply(patches, count);
+    /* another GOT hooker was there first: call it instead of libc, so that
+     * it keeps seeing the calls we now intercept */
+    for (i = 0; (status == UCS_OK) && (i < count); ++i) {
+        if (patches[i].foreign != NULL) {
+            ucm_hook_funcs[ids[i]].orig   = patches[i].foreign;
+            ucm_hook_funcs[ids[i]].detail = "chained to an earlier hooker";
+        }
+    }
     for (id = 0; id < UCM_HOOK_LAST; ++id) {
         if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
             ucm_hook_funcs[id].state = (status == UCS_OK) ?

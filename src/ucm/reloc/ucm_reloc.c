@@ -29,6 +29,22 @@ static unsigned long ucm_reloc_last_adds, ucm_reloc_last_subs;
 static unsigned long ucm_reloc_num_slots;
 static unsigned char ucm_reloc_first_chars[256];
 
+/* Remember a slot value that is neither ours, nor the real function, nor a
+ * not-yet-resolved lazy PLT stub of the object itself: another hooker. */
+static void ucm_reloc_note_foreign(const ucm_elf_dyn_t *dyn,
+                                   ucm_reloc_patch_t *patch, void *prev)
+{
+    if ((prev == patch->value) || (prev == patch->expected) ||
+        (prev == NULL) || (patch->foreign != NULL) ||
+        (((uintptr_t)prev >= dyn->map_start) &&
+         ((uintptr_t)prev < dyn->map_end))) {
+        return;
+    }
+    patch->foreign = prev;
+    ucm_debug("%s: GOT of '%s' held %p (another hooker): chaining to it",
+              patch->symbol, dyn->name, prev);
+}
+
 static void ucm_reloc_write(const ucm_elf_dyn_t *dyn, void **slot, void *value)
 {
     size_t page      = ucm_sys_page_size();
@@ -61,6 +77,7 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
     const ElfW(Rela) *r;
     const char *name;
     unsigned long type;
+    void **slot;
     unsigned i;
     size_t n;
 
@@ -76,8 +93,9 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
         }
         for (i = 0; i < ucm_reloc_num_patches; ++i) {
             if (!strcmp(name, ucm_reloc_patches[i].symbol)) {
-                ucm_reloc_write(dyn, (void**)(dyn->base + r->r_offset),
-                                ucm_reloc_patches[i].value);
+                slot = (void**)(dyn->base + r->r_offset);
+                ucm_reloc_note_foreign(dyn, &ucm_reloc_patches[i], *slot);
+                ucm_reloc_write(dyn, slot, ucm_reloc_patches[i].value);
                 break;
             }
         }
@@ -149,8 +167,9 @@ static void ucm_reloc_walk(int full)
     ucm_reloc_num_objects = n;
 }
 
-ucs_status_t ucm_reloc_apply(const ucm_reloc_patch_t *patches, unsigned count)
+ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count)
 {
+    unsigned first = ucm_reloc_num_patches;
     unsigned i;
 
     pthread_mutex_lock(&ucm_reloc_lock);
@@ -161,10 +180,15 @@ ucs_status_t ucm_reloc_apply(const ucm_reloc_patch_t *patches, unsigned count)
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     for (i = 0; i < count; ++i) {
-        ucm_reloc_patches[ucm_reloc_num_patches++] = patches[i];
+        ucm_reloc_patches[ucm_reloc_num_patches]         = patches[i];
+        ucm_reloc_patches[ucm_reloc_num_patches].foreign = NULL;
+        ++ucm_reloc_num_patches;
         ucm_reloc_first_chars[(unsigned char)patches[i].symbol[0]] = 1;
     }
     ucm_reloc_walk(1);
+    for (i = 0; i < count; ++i) {
+        patches[i].foreign = ucm_reloc_patches[first + i].foreign;
+    }
     pthread_mutex_unlock(&ucm_reloc_lock);
     return UCS_OK;
 }

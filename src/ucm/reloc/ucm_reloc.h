@@ -14,11 +14,16 @@
 typedef struct ucm_reloc_patch {
     const char *symbol;
     void       *value;
+    void       *expected; /* what an untouched slot resolves to (libc's) */
+    void       *foreign;  /* out: another hooker's function found in a slot
+                             (the first one seen), NULL if none */
 } ucm_reloc_patch_t;
 
 /* Add patches to the active set and apply the whole set to every loaded
- * object.  UCS_ERR_EXCEEDS_LIMIT if the set is full. */
-ucs_status_t ucm_reloc_apply(const ucm_reloc_patch_t *patches, unsigned count);
+ * object; ->foreign of each patch tells whether another hooker had the slot
+ * (the caller then chains to it).  UCS_ERR_EXCEEDS_LIMIT if the set is
+ * full. */
+ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count);
 
 /* Apply the active set to objects loaded since the last call; forget those
  * that were unloaded. */

@@ -54,7 +54,15 @@ int ucm_elf_dyn_parse(const struct dl_phdr_info *info, ucm_elf_dyn_t *dyn)
     dyn->name = (info->dlpi_name != NULL) ? info->dlpi_name : "";
     for (i = 0; i < info->dlpi_phnum; ++i) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_DYNAMIC) {
+        if (ph->p_type == PT_LOAD) {
+            if ((dyn->map_start == 0) ||
+                (info->dlpi_addr + ph->p_vaddr < dyn->map_start)) {
+                dyn->map_start = info->dlpi_addr + ph->p_vaddr;
+            }
+            if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > dyn->map_end) {
+                dyn->map_end = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+            }
+        } else if (ph->p_type == PT_DYNAMIC) {
             d = (const ElfW(Dyn)*)(info->dlpi_addr + ph->p_vaddr);
         } else if (ph->p_type == PT_GNU_RELRO) {
             dyn->relro_start = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);

@@ -22,6 +22,8 @@ typedef struct ucm_elf_dyn {
     size_t            jmprel_count;
     const ElfW(Rela)  *rela;         /* other relocations (GLOB_DAT) */
     size_t            rela_count;
+    uintptr_t         map_start;     /* extent of the PT_LOAD segments */
+    uintptr_t         map_end;
     uintptr_t         relro_start;   /* PT_GNU_RELRO, page aligned; 0 if none */
     uintptr_t         relro_end;
     const char        *rpath;        /* NULL if absent */
