@@ -1,0 +1,290 @@
+/*
+ * Processes: vfork/posix_spawn must not report the parent's memory; fork
+ * while other threads are inside hooks, and fork from inside an event
+ * handler, must leave a child in which handlers and hooks work.
+ */
+#include "common/ucm_test.h"
+
+#include <atomic>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace {
+
+using namespace ucmt;
+
+class Spawn : public ucmt::test {};
+class Fork : public ucmt::test {};
+
+const char *TRUE_BIN = "/bin/true";
+
+TEST_F(Spawn, PosixSpawnNoFalseUnmap)
+{
+    const size_t ps = page_size(), len = 8 * ps;
+    char *p         = (char*)map_anon(len);
+    char *argv[]    = {(char*)TRUE_BIN, NULL};
+    pid_t pid;
+    int status;
+    bool timed_out;
+
+    if (access(TRUE_BIN, X_OK) != 0) {
+        GTEST_SKIP() << TRUE_BIN << " not found";
+    }
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(8u, oracle::watch(p, len));
+    oracle::arm();
+    ASSERT_EQ(0, posix_spawn(&pid, TRUE_BIN, NULL, NULL, argv, environ));
+    ASSERT_TRUE(wait_child(pid, 60, &status, &timed_out));
+    oracle_stats s = oracle::check();
+    record(s);
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0));
+    EXPECT_EQ(0u, s.changed);
+    EXPECT_EQ(0u, s.reported) << "the parent's range was reported";
+    EXPECT_EQ(0u, oracle::events(UCM_EVENT_VM_UNMAPPED, p, len).size());
+    munmap(p, len);
+}
+
+pid_t vfork_exec_true()
+{
+    static char *argv[] = {(char*)TRUE_BIN, NULL};
+    pid_t pid = vfork();
+
+    if (pid == 0) {
+        execve(TRUE_BIN, argv, environ);
+        _exit(127);
+    }
+    return pid;
+}
+
+TEST_F(Spawn, VforkExecNoFalseUnmap)
+{
+    const size_t ps = page_size(), len = 8 * ps;
+    char *p         = (char*)map_anon(len);
+    int status;
+    bool timed_out;
+
+    if (access(TRUE_BIN, X_OK) != 0) {
+        GTEST_SKIP() << TRUE_BIN << " not found";
+    }
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(8u, oracle::watch(p, len));
+    oracle::arm();
+    pid_t pid = vfork_exec_true();
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(wait_child(pid, 60, &status, &timed_out));
+    oracle_stats s = oracle::check();
+    record(s);
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0));
+    EXPECT_EQ(0u, s.changed);
+    EXPECT_EQ(0u, s.reported) << "the parent's range was reported";
+    munmap(p, len);
+}
+
+/* ---- in the child: a new handler must see a munmap ---- */
+
+volatile uintptr_t child_target;
+volatile int child_hit;
+
+void child_cb(ucm_event_type_t, ucm_event_t *event, void*)
+{
+    uintptr_t a = (uintptr_t)event->vm_unmapped.address;
+
+    if ((a <= child_target) &&
+        (child_target < a + event->vm_unmapped.size)) {
+        child_hit = 1;
+    }
+}
+
+/* Exit code of a child: 0 when a handler added in the child saw munmap. */
+int child_check_events()
+{
+    const size_t ps = page_size();
+
+    child_hit = 0;
+    if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, child_cb, NULL) !=
+        UCS_OK) {
+        return 2;
+    }
+    void *p = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        return 3;
+    }
+    touch(p, 2 * ps);
+    child_target = (uintptr_t)p + ps;
+    munmap(p, 2 * ps);
+    if (!child_hit) {
+        return 4;
+    }
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, child_cb, NULL);
+    return 0;
+}
+
+std::atomic<bool> workers_stop(false);
+std::atomic<long> worker_iters(0);
+
+void *mmap_worker(void*)
+{
+    const size_t ps = page_size();
+    unsigned i;
+
+    for (i = 0; !workers_stop.load() && (i < 50000000); ++i) {
+        void *p = mmap(NULL, ps, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            *(volatile char*)p = 1;
+            munmap(p, ps);
+        }
+        ++worker_iters;
+    }
+    return NULL;
+}
+
+void *churn_worker(void*)
+{
+    unsigned i;
+
+    for (i = 0; !workers_stop.load() && (i < 1000000); ++i) {
+        if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, (int)(i % 7) - 3,
+                                  child_cb, (void*)&workers_stop) == UCS_OK) {
+            ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, child_cb,
+                                    (void*)&workers_stop);
+        }
+    }
+    return NULL;
+}
+
+struct worker_set {
+    std::vector<pthread_t> threads;
+
+    void start(unsigned n_mmap, unsigned n_churn)
+    {
+        pthread_t t;
+        unsigned i;
+
+        workers_stop = false;
+        worker_iters = 0;
+        for (i = 0; i < n_mmap + n_churn; ++i) {
+            if (pthread_create(&t, NULL,
+                               (i < n_mmap) ? mmap_worker : churn_worker,
+                               NULL) == 0) {
+                threads.push_back(t);
+            }
+        }
+    }
+
+    void stop()
+    {
+        workers_stop = true;
+        for (size_t i = 0; i < threads.size(); ++i) {
+            pthread_join(threads[i], NULL);
+        }
+        threads.clear();
+    }
+
+    ~worker_set()
+    {
+        stop();
+    }
+};
+
+TEST_F(Fork, ForkWhileThreadsInHooks)
+{
+    const unsigned forks = scaled(40, 4);
+    unsigned i, failed = 0, hung = 0;
+    worker_set workers;
+    std::string first_failure;
+
+    workers.start(3, 1);
+    for (i = 0; i < forks; ++i) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            _exit(child_check_events());
+        }
+        ASSERT_GT(pid, 0);
+        int status = 0;
+        bool timed_out;
+        if (!wait_child(pid, 60, &status, &timed_out)) {
+            ++hung;
+            continue;
+        }
+        if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
+            if (failed++ == 0) {
+                first_failure = WIFEXITED(status) ?
+                        "exit " + std::to_string(WEXITSTATUS(status)) :
+                        "signal " + std::to_string(WTERMSIG(status));
+            }
+        }
+    }
+    workers.stop();
+    EXPECT_EQ(0u, hung) << "children hung (killed after 60 s)";
+    EXPECT_EQ(0u, failed) << "children without events; first: "
+                          << first_failure;
+    EXPECT_GT(worker_iters.load(), 0);
+}
+
+/* ---- fork() from inside an event handler ---- */
+
+std::atomic<int> handler_fork_state(0); /* 0 idle, 1 forking, 2 done */
+pid_t handler_fork_pid;
+pid_t fork_parent_pid;
+uintptr_t fork_trigger;
+
+void forking_cb(ucm_event_type_t, ucm_event_t *event, void*)
+{
+    int expected = 0;
+
+    if (((uintptr_t)event->vm_unmapped.address != fork_trigger) ||
+        (getpid() != fork_parent_pid) ||
+        !handler_fork_state.compare_exchange_strong(expected, 1)) {
+        return;
+    }
+    pid_t pid = fork();
+    if (pid != 0) {
+        handler_fork_pid = pid;
+        handler_fork_state = 2;
+    }
+}
+
+TEST_F(Fork, ForkFromEventHandler)
+{
+    const unsigned rounds = scaled(10, 2);
+    const size_t ps       = page_size();
+    unsigned r;
+    worker_set workers;
+
+    fork_parent_pid = getpid();
+    workers.start(2, 1);
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, -5,
+                                            forking_cb, NULL));
+    for (r = 0; r < rounds; ++r) {
+        SCOPED_TRACE(testing::Message() << "round " << r);
+        char *p = (char*)map_anon(2 * ps);
+        ASSERT_TRUE(p != NULL);
+        handler_fork_state = 0;
+        fork_trigger       = (uintptr_t)p;
+        munmap(p, 2 * ps);
+        if (getpid() != fork_parent_pid) {
+            /* the child, back from the handler and from munmap */
+            int rc = readable(p) ? 5 : child_check_events();
+            _exit(rc);
+        }
+        ASSERT_EQ(2, handler_fork_state.load()) << "fork in handler failed";
+        EXPECT_FALSE(readable(p));
+        int status = 0;
+        bool timed_out;
+        ASSERT_TRUE(wait_child(handler_fork_pid, 60, &status, &timed_out))
+                << "child forked in a handler hung";
+        EXPECT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+        EXPECT_EQ(0, WEXITSTATUS(status));
+    }
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, forking_cb, NULL);
+    workers.stop();
+}
+
+} // namespace

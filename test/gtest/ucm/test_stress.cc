@@ -1,0 +1,349 @@
+/*
+ * Concurrency: many threads unmapping while handlers come and go (no lost
+ * event), and munmap from a signal handler (events arrive, no deadlock).
+ * Loops are bounded by iteration counts; deadlines only detect hangs.
+ */
+#include "common/ucm_test.h"
+
+#include <atomic>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace ucmt;
+
+class Stress : public ucmt::test {};
+class Signal : public ucmt::test {};
+
+/* ---- threads unmapping while handlers are added and removed ---- */
+
+/* What the current thread is unmapping, and whether it was reported. */
+__thread uintptr_t t_target_addr;
+__thread size_t t_target_len;
+__thread int t_target_hit;
+
+void per_thread_cb(ucm_event_type_t, ucm_event_t *event, void*)
+{
+    uintptr_t a = (uintptr_t)event->vm_unmapped.address;
+
+    if ((t_target_len != 0) && (a <= t_target_addr) &&
+        (t_target_addr + t_target_len <= a + event->vm_unmapped.size)) {
+        t_target_hit = 1;
+    }
+}
+
+void churn_cb(ucm_event_type_t, ucm_event_t*, void *arg)
+{
+    ++*(std::atomic<long>*)arg;
+}
+
+std::atomic<long> lost_events(0);
+std::atomic<long> unmaps_done(0);
+std::atomic<bool> churn_stop(false);
+
+void *unmap_worker(void *arg)
+{
+    const size_t ps   = page_size();
+    const unsigned n  = *(unsigned*)arg;
+    unsigned i;
+
+    for (i = 0; i < n; ++i) {
+        size_t len = (1 + (i % 8)) * ps;
+        char *p    = (char*)mmap(NULL, len, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            continue;
+        }
+        p[0]          = 1;
+        t_target_hit  = 0;
+        t_target_addr = (uintptr_t)p;
+        t_target_len  = len;
+        munmap(p, len);
+        t_target_len = 0;
+        if (!t_target_hit) {
+            ++lost_events;
+        }
+        ++unmaps_done;
+    }
+    return NULL;
+}
+
+void *churn_thread(void *arg)
+{
+    std::atomic<long> *counters = (std::atomic<long>*)arg;
+    unsigned i;
+
+    for (i = 0; !churn_stop.load() && (i < 200000); ++i) {
+        std::atomic<long> *c = &counters[i % 4];
+        if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED | UCM_EVENT_VM_MAPPED |
+                                          UCM_EVENT_MUNMAP,
+                                  (int)(i % 11) - 5, churn_cb, c) == UCS_OK) {
+            sched_yield();
+            ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED |
+                                            UCM_EVENT_VM_MAPPED |
+                                            UCM_EVENT_MUNMAP,
+                                    churn_cb, c);
+        }
+    }
+    return NULL;
+}
+
+TEST_F(Stress, ThreadsUnmapWhileHandlersChurn)
+{
+    const unsigned nthreads = 4;
+    unsigned iters          = scaled(3000, 100);
+    std::atomic<long> counters[4];
+    pthread_t workers[nthreads], churn;
+    unsigned i;
+
+    for (i = 0; i < 4; ++i) {
+        counters[i] = 0;
+    }
+    lost_events = 0;
+    unmaps_done = 0;
+    churn_stop  = false;
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                            per_thread_cb, NULL));
+    ASSERT_EQ(0, pthread_create(&churn, NULL, churn_thread, counters));
+    for (i = 0; i < nthreads; ++i) {
+        ASSERT_EQ(0, pthread_create(&workers[i], NULL, unmap_worker, &iters));
+    }
+    for (i = 0; i < nthreads; ++i) {
+        pthread_join(workers[i], NULL);
+    }
+    churn_stop = true;
+    pthread_join(churn, NULL);
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, per_thread_cb, NULL);
+
+    long churn_calls = counters[0] + counters[1] + counters[2] + counters[3];
+    std::cout << "[ stress ] unmaps=" << unmaps_done.load()
+              << " churn handler calls=" << churn_calls << std::endl;
+    EXPECT_EQ((long)nthreads * iters, unmaps_done.load());
+    EXPECT_EQ(0, lost_events.load()) << "munmap calls without VM_UNMAPPED";
+}
+
+/* ---- munmap from a signal handler ---- */
+
+const unsigned SIG_REGIONS_MAX = 256;
+const size_t SIG_REGION_PAGES  = 2;
+
+struct sig_state {
+    char              *regions[SIG_REGIONS_MAX];
+    unsigned          count;
+    std::atomic<int>  hit[SIG_REGIONS_MAX];
+    std::atomic<unsigned> next;
+    std::atomic<unsigned> handled;
+    std::atomic<unsigned> missed;   /* event not seen right after munmap */
+    std::atomic<bool> hang;
+};
+sig_state sigs;
+
+/* handler (ucm): which region an event covers */
+void sig_region_cb(ucm_event_type_t, ucm_event_t *event, void*)
+{
+    uintptr_t a = (uintptr_t)event->vm_unmapped.address;
+    size_t len  = SIG_REGION_PAGES * page_size();
+    unsigned i;
+
+    for (i = 0; i < sigs.count; ++i) {
+        if ((a <= (uintptr_t)sigs.regions[i]) &&
+            ((uintptr_t)sigs.regions[i] + len <= a + event->vm_unmapped.size)) {
+            sigs.hit[i] = 1;
+        }
+    }
+}
+
+/* signal handler: unmap the next region */
+void sigusr1_handler(int)
+{
+    int saved_errno = errno;
+    unsigned i      = sigs.next++;
+
+    if (i < sigs.count) {
+        munmap(sigs.regions[i], SIG_REGION_PAGES * page_size());
+        if (!sigs.hit[i].load()) {
+            ++sigs.missed;
+        }
+    }
+    ++sigs.handled;
+    errno = saved_errno;
+}
+
+struct signaller_arg {
+    pthread_t target;
+    unsigned  count;
+};
+
+bool past(const struct timespec &deadline)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec > deadline.tv_sec) ||
+           ((now.tv_sec == deadline.tv_sec) &&
+            (now.tv_nsec >= deadline.tv_nsec));
+}
+
+/* Sends one signal at a time and waits until it was handled. */
+void *signaller(void *arg)
+{
+    signaller_arg *sa = (signaller_arg*)arg;
+    struct timespec deadline;
+    unsigned k;
+
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 60;
+    for (k = 0; k < sa->count; ++k) {
+        pthread_kill(sa->target, SIGUSR1);
+        while (sigs.handled.load() <= k) {
+            if (past(deadline)) {
+                sigs.hang = true;
+                return NULL;
+            }
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+class signal_fixture_helper {
+public:
+    signal_fixture_helper(unsigned count) : m_ok(false)
+    {
+        struct sigaction sa;
+        unsigned i;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = sigusr1_handler;
+        sigemptyset(&sa.sa_mask);
+        sigs.count   = 0;
+        sigs.next    = 0;
+        sigs.handled = 0;
+        sigs.missed  = 0;
+        sigs.hang    = false;
+        for (i = 0; i < count; ++i) {
+            sigs.regions[i] = (char*)map_anon(SIG_REGION_PAGES * page_size());
+            sigs.hit[i]     = 0;
+            if (sigs.regions[i] == NULL) {
+                return;
+            }
+        }
+        sigs.count = count;
+        m_ok       = (sigaction(SIGUSR1, &sa, &m_old) == 0);
+    }
+
+    ~signal_fixture_helper()
+    {
+        unsigned i;
+
+        sigaction(SIGUSR1, &m_old, NULL);
+        for (i = sigs.next.load(); i < sigs.count; ++i) {
+            munmap(sigs.regions[i], SIG_REGION_PAGES * page_size());
+        }
+        sigs.count = 0;
+    }
+
+    bool ok() const
+    {
+        return m_ok;
+    }
+
+private:
+    bool             m_ok;
+    struct sigaction m_old;
+};
+
+TEST_F(Signal, MunmapInSignalHandlerWhileLooping)
+{
+    const unsigned count = scaled(64, 8);
+    const size_t ps      = page_size();
+    signal_fixture_helper helper(count);
+    signaller_arg sa     = {pthread_self(), count};
+    pthread_t thread;
+    unsigned long iters = 0;
+    unsigned i;
+
+    ASSERT_TRUE(helper.ok());
+    for (i = 0; i < count; ++i) {
+        ASSERT_EQ(SIG_REGION_PAGES,
+                  oracle::watch(sigs.regions[i], SIG_REGION_PAGES * ps));
+    }
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                            sig_region_cb, NULL));
+    oracle::arm();
+    ASSERT_EQ(0, pthread_create(&thread, NULL, signaller, &sa));
+    while ((sigs.handled.load() < count) && !sigs.hang.load() &&
+           (iters < 100000000ul)) {
+        void *p = mmap(NULL, ps, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            *(volatile char*)p = 1;
+            munmap(p, ps);
+        }
+        ++iters;
+    }
+    pthread_join(thread, NULL);
+    oracle_stats s = oracle::check();
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, sig_region_cb, NULL);
+    record(s);
+    ASSERT_FALSE(sigs.hang.load()) << "a signal was not handled in 60 s";
+    EXPECT_EQ(count, sigs.handled.load());
+    EXPECT_EQ(0u, sigs.missed.load()) << "munmap in a signal handler without "
+                                         "VM_UNMAPPED";
+    EXPECT_EQ(count * SIG_REGION_PAGES, s.changed);
+    UCMT_EXPECT_COVERED(s);
+}
+
+/*
+ * KNOWN BUG probe: the main thread loops sbrk(+page)/sbrk(-page).  libucm
+ * sets the thread-local ucm_hook_bypass while it runs the original sbrk
+ * (and brk); a signal handler that runs in that window and unmaps memory
+ * gets no VM_UNMAPPED event (src/ucm/mmap/ucm_mmap_hooks.c,
+ * ucm_sbrk_call_orig() / ucm_orig_brk()).  Signals are delivered when the
+ * brk system call returns, i.e. inside the window, so the miss is frequent.
+ */
+TEST_F(Signal, MunmapInSignalHandlerDuringSbrk)
+{
+    const unsigned count = scaled(200, 16);
+    const size_t ps      = page_size();
+    signal_fixture_helper helper(count);
+    signaller_arg sa     = {pthread_self(), count};
+    pthread_t thread;
+    unsigned long iters = 0;
+
+    ASSERT_TRUE(helper.ok());
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                            sig_region_cb, NULL));
+    ASSERT_EQ(0, pthread_create(&thread, NULL, signaller, &sa));
+    while ((sigs.handled.load() < count) && !sigs.hang.load() &&
+           (iters < 100000000ul)) {
+        /* no malloc between the two calls: the heap top is ours */
+        if (sbrk((intptr_t)ps) != (void*)-1) {
+            sbrk(-(intptr_t)ps);
+        }
+        ++iters;
+    }
+    pthread_join(thread, NULL);
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, sig_region_cb, NULL);
+    ASSERT_FALSE(sigs.hang.load()) << "a signal was not handled in 60 s";
+    EXPECT_EQ(count, sigs.handled.load());
+    unsigned unreported = 0;
+    for (unsigned i = 0; i < count; ++i) {
+        unreported += !sigs.hit[i].load();
+    }
+    EXPECT_EQ(0u, unreported)
+            << "KNOWN BUG: " << unreported << " of " << count
+            << " munmap() calls made by a signal handler that interrupted "
+               "sbrk() raised no VM_UNMAPPED (thread-local ucm_hook_bypass "
+               "is set around the original sbrk/brk in "
+               "src/ucm/mmap/ucm_mmap_hooks.c)";
+}
+
+} // namespace

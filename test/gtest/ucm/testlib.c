@@ -1,0 +1,58 @@
+/*
+ * A tiny library that calls the memory functions through its own GOT/PLT.
+ * Built several times with a different symbol prefix (UCMT_PREFIX):
+ * linked to the test binary, as a static archive inside it, and as modules
+ * dlopen()ed by the tests after the hooks are installed.
+ */
+#define _GNU_SOURCE
+#include "testlib.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+
+#ifndef UCMT_PREFIX
+#define UCMT_PREFIX ucmt_lib_
+#endif
+#ifndef UCMT_LIB_NAME
+#define UCMT_LIB_NAME "unnamed"
+#endif
+
+UCMT_TESTLIB_DECLARE(UCMT_PREFIX);
+
+void *UCMT_FN(UCMT_PREFIX, mmap)(void *addr, size_t len, int prot, int flags,
+                                 int fd, off_t off)
+{
+    return mmap(addr, len, prot, flags, fd, off);
+}
+
+int UCMT_FN(UCMT_PREFIX, munmap)(void *addr, size_t len)
+{
+    return munmap(addr, len);
+}
+
+void *UCMT_FN(UCMT_PREFIX, mremap)(void *addr, size_t old_len, size_t new_len,
+                                   int flags, void *new_addr)
+{
+    return mremap(addr, old_len, new_len, flags, new_addr);
+}
+
+int UCMT_FN(UCMT_PREFIX, madvise)(void *addr, size_t len, int advice)
+{
+    return madvise(addr, len, advice);
+}
+
+int UCMT_FN(UCMT_PREFIX, shmdt)(const void *addr)
+{
+    return shmdt(addr);
+}
+
+void *UCMT_FN(UCMT_PREFIX, dlopen)(const char *path, int flags)
+{
+    return dlopen(path, flags);
+}
+
+const char *UCMT_FN(UCMT_PREFIX, name)(void)
+{
+    return UCMT_LIB_NAME;
+}
