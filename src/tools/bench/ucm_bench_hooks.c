@@ -1,0 +1,1361 @@
+/*
+ * ucm_bench_hooks: cost of the memory hooks of this libucm, compared with no
+ * hooks at all and with the stock UCX 1.13 libucm, measured in one run.
+ *
+ * Usage:
+ *   ucm_bench_hooks [--quick] [--csv] [--verbose] [--opts-only]
+ *                   [--ours PATH] [--ucx PATH] [--dl PATH]
+ *
+ *   --quick      short run (one pass, fewer rounds; a few seconds)
+ *   --csv        machine-readable output: measurement,unit,config,value,
+ *                vs_none,status
+ *   --verbose    let the workers' stderr (library log messages) through
+ *   --opts-only  select the hook mode only with ucm_set_global_opts(); by
+ *                default the worker also sets UCX_MEM_MMAP_HOOK_MODE before
+ *                loading the library (stock UCX 1.13 crashes in reloc mode
+ *                when the mode is switched after load)
+ *   --ours PATH  our libucm.so.0     (env UCM_BENCH_OURS; default: the build
+ *                tree's src/ucm/.libs/libucm.so.0 when run from the build
+ *                tree, else $libdir/libucm.so.0)
+ *   --ucx PATH   stock UCX libucm.so.0 (env UCM_BENCH_UCX; default: the one
+ *                found by configure, --with-stock-ucm)
+ *   --dl PATH    shared object for the dlopen+dlclose loop (env UCM_BENCH_DL;
+ *                default: the build tree's libucm_bench_dl.so, else a small
+ *                system library)
+ *
+ * Every configuration (none, ours-reloc, ours-bistro, ucx-reloc, ucx-bistro)
+ * runs in its own child process, a re-exec of this program with
+ * "--worker LIB MODE", so that the hooks of one never affect another.  The
+ * worker dlopen()s LIB (nothing for "none"; a stock UCX libucm gets its
+ * libucs.so.0 loaded with it), sets the global options, times
+ * the first ucm_set_event_handler(VM_MAPPED|VM_UNMAPPED) call (the hook
+ * installation) and then times each operation in several rounds; the driver
+ * reports medians and ratios against "none".  A worker that crashes, fails
+ * or hangs is reported in the table; the run goes on.  Timed rounds during
+ * which the worker was preempted (wall time > its CPU time) are retried.
+ *
+ * Exit status: 0; 1 if a worker of "none" or of our libucm failed (stock UCX
+ * failures are only reported); 2 on usage errors.
+ */
+#include <ucm/api/ucm.h>
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UCM_BENCH_BUILD_DIR
+#define UCM_BENCH_BUILD_DIR ""
+#endif
+#ifndef UCM_BENCH_OURS_BUILD
+#define UCM_BENCH_OURS_BUILD ""
+#endif
+#ifndef UCM_BENCH_OURS_INSTALLED
+#define UCM_BENCH_OURS_INSTALLED "libucm.so.0"
+#endif
+#ifndef UCM_BENCH_STOCK_UCM
+#define UCM_BENCH_STOCK_UCM "/usr/lib/x86_64-linux-gnu/libucm.so.0"
+#endif
+#ifndef UCM_BENCH_DL_BUILD
+#define UCM_BENCH_DL_BUILD ""
+#endif
+
+_Static_assert(sizeof(ucm_global_config_t) == 48,
+               "ucm_global_config_t must keep the UCX 1.13 layout");
+
+/* Targets printed for reference */
+#define BENCH_TARGET_HOOK_NS      10.0
+#define BENCH_TARGET_MALLOC_RATIO 1.05
+#define BENCH_TARGET_INSTALL_US   100.0
+
+#define BENCH_MAX_SAMPLES         16
+#define BENCH_MAX_PAIRS           128
+#define BENCH_MAX_RETRIES         3
+#define BENCH_HOLE_SIZE           (64 * 1024)
+#define BENCH_LARGE_SIZE          (1024 * 1024)
+#define BENCH_MMAP_THRESHOLD      (128 * 1024)
+
+/* What a worker reports, one "ok KEY VALUE" line each */
+typedef enum {
+    K_INSTALL_US,
+    K_HOOK_NS,       /* (libc - raw syscall munmap) with hooks minus before */
+    K_MUNMAP_LIBC_NS,
+    K_MUNMAP_SYS_NS,
+    K_MUNMAP_EV,
+    K_MMAP_NS,
+    K_MMAP_EV,
+    K_MALLOC64_NS,
+    K_MALLOC64_EV,
+    K_MALLOC1M_NS,
+    K_MALLOC1M_EV,
+    K_DLOPEN_US,
+    K_DLOPEN_EV,
+    K_RETRIED_PCT,   /* timed rounds retried because the worker was preempted */
+    K_LAST
+} bench_key_t;
+
+static const char *bench_key_names[K_LAST] = {
+    [K_INSTALL_US]     = "install_us",
+    [K_HOOK_NS]        = "hook_ns",
+    [K_MUNMAP_LIBC_NS] = "munmap_libc_ns",
+    [K_MUNMAP_SYS_NS]  = "munmap_sys_ns",
+    [K_MUNMAP_EV]      = "munmap_events",
+    [K_MMAP_NS]        = "mmap_pair_ns",
+    [K_MMAP_EV]        = "mmap_pair_events",
+    [K_MALLOC64_NS]    = "malloc64_ns",
+    [K_MALLOC64_EV]    = "malloc64_events",
+    [K_MALLOC1M_NS]    = "malloc1m_ns",
+    [K_MALLOC1M_EV]    = "malloc1m_events",
+    [K_DLOPEN_US]      = "dlopen_us",
+    [K_DLOPEN_EV]      = "dlopen_events",
+    [K_RETRIED_PCT]    = "retried_pct",
+};
+
+/* Rows of the main table */
+typedef enum {
+    ROW_DELTA, /* comparison column: difference to none, in the same unit */
+    ROW_RATIO, /* comparison column: ratio to none */
+    ROW_ABS    /* no comparison (none has no value) */
+} bench_row_kind_t;
+
+static const struct {
+    bench_key_t      key;
+    const char       *label;
+    const char       *unit;
+    bench_row_kind_t kind;
+} bench_rows[] = {
+    {K_HOOK_NS, "hooked munmap, +ns/call", "ns", ROW_DELTA},
+    {K_MUNMAP_SYS_NS, "munmap raw syscall", "ns", ROW_RATIO},
+    {K_MMAP_NS, "mmap+munmap 4 KiB", "ns", ROW_RATIO},
+    {K_MALLOC64_NS, "malloc+free 64 B", "ns", ROW_RATIO},
+    {K_MALLOC1M_NS, "malloc+free 1 MiB", "ns", ROW_RATIO},
+    {K_DLOPEN_US, "dlopen+dlclose", "us", ROW_RATIO},
+    {K_INSTALL_US, "first install", "us", ROW_ABS},
+};
+
+#define BENCH_NROWS (sizeof(bench_rows) / sizeof(bench_rows[0]))
+
+static const struct {
+    bench_key_t key;
+    const char  *label;
+} bench_event_rows[] = {
+    {K_MUNMAP_EV, "munmap (unmapped range)"},
+    {K_MMAP_EV, "mmap+munmap 4 KiB"},
+    {K_MALLOC64_EV, "malloc+free 64 B"},
+    {K_MALLOC1M_EV, "malloc+free 1 MiB"},
+    {K_DLOPEN_EV, "dlopen+dlclose"},
+};
+
+#define BENCH_NEVROWS (sizeof(bench_event_rows) / sizeof(bench_event_rows[0]))
+
+typedef struct {
+    const char *name;   /* column title */
+    const char *lib;    /* "none" or a path */
+    const char *mode;   /* "none", "reloc", "bistro" */
+    int        ours;    /* check against the targets */
+    char       skip[160];
+    /* results */
+    double     samples[K_LAST][BENCH_MAX_SAMPLES];
+    int        nsamples[K_LAST];
+    char       key_skip[K_LAST][160];
+    char       failure[200]; /* last failure of a worker, "" if none */
+    int        nfailures;
+    int        nruns;
+    int        hung;         /* a worker timed out: run no more of them */
+    char       notes[512];
+} bench_config_t;
+
+typedef struct {
+    int         quick;
+    int         csv;
+    int         verbose;
+    int         opts_only;     /* select the mode with ucm_set_global_opts()
+                                  only, not UCX_MEM_MMAP_HOOK_MODE too */
+    int         passes;
+    int         rounds;
+    double      round_ms;
+    int         install_runs;  /* extra install-only workers per config */
+    int         timeout_s;
+    const char  *ours;
+    const char  *ucx;
+    const char  *dl;
+    const char  *dl_origin;
+} bench_opts_t;
+
+/* ------------------------------------------------------------------------ */
+/* Common helpers                                                           */
+/* ------------------------------------------------------------------------ */
+
+static double bench_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((double)ts.tv_sec * 1e9) + (double)ts.tv_nsec;
+}
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x < y) ? -1 : (x > y) ? 1 : 0;
+}
+
+static double bench_median(const double *values, int count)
+{
+    double sorted[BENCH_MAX_PAIRS];
+    int i;
+
+    if (count > BENCH_MAX_PAIRS) {
+        count = BENCH_MAX_PAIRS;
+    }
+    for (i = 0; i < count; ++i) {
+        sorted[i] = values[i];
+    }
+    qsort(sorted, count, sizeof(double), bench_cmp_double);
+    return (count % 2) ? sorted[count / 2] :
+                         (sorted[(count / 2) - 1] + sorted[count / 2]) / 2;
+}
+
+static int bench_file_exists(const char *path)
+{
+    struct stat st;
+
+    return (path != NULL) && (path[0] != '\0') && (stat(path, &st) == 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Worker                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef void (*bench_loop_t)(long iters);
+
+static int bench_result_fd = 1;
+static unsigned long bench_rounds_total, bench_rounds_disturbed;
+static volatile unsigned long bench_event_count;
+static void *bench_hole;
+static const char *bench_dl_path;
+
+static void bench_out(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int len;
+
+    va_start(ap, fmt);
+    len = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (len < 0) {
+        return;
+    }
+    if (len > (int)sizeof(line) - 2) {
+        len = (int)sizeof(line) - 2;
+    }
+    line[len++] = '\n';
+    /* unbuffered: what was written survives a crash later on */
+    if (write(bench_result_fd, line, len) != len) {
+        _exit(4);
+    }
+}
+
+static void bench_event_cb(ucm_event_type_t event_type, ucm_event_t *event,
+                           void *arg)
+{
+    (void)event_type;
+    (void)event;
+    (void)arg;
+    bench_event_count = bench_event_count + 1;
+}
+
+static void __attribute__((noinline)) bench_loop_munmap_libc(long iters)
+{
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        munmap(bench_hole, BENCH_HOLE_SIZE);
+    }
+}
+
+static void __attribute__((noinline)) bench_loop_munmap_sys(long iters)
+{
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        syscall(SYS_munmap, bench_hole, BENCH_HOLE_SIZE);
+    }
+}
+
+static void __attribute__((noinline)) bench_loop_mmap(long iters)
+{
+    void *ptr;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        ptr = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (ptr == MAP_FAILED) {
+            bench_out("fail mmap: %s", strerror(errno));
+            _exit(3);
+        }
+        munmap(ptr, 4096);
+    }
+}
+
+static void bench_malloc_free(size_t size, long iters)
+{
+    void *ptr;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        ptr = malloc(size);
+        if (ptr == NULL) {
+            bench_out("fail malloc(%zu) returned NULL", size);
+            _exit(3);
+        }
+        /* the pointer escapes: the compiler must keep the pair */
+        __asm__ __volatile__("" : : "r"(ptr) : "memory");
+        free(ptr);
+    }
+}
+
+static void __attribute__((noinline)) bench_loop_malloc64(long iters)
+{
+    bench_malloc_free(64, iters);
+}
+
+static void __attribute__((noinline)) bench_loop_malloc1m(long iters)
+{
+    bench_malloc_free(BENCH_LARGE_SIZE, iters);
+}
+
+static void __attribute__((noinline)) bench_loop_dlopen(long iters)
+{
+    void *handle;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        handle = dlopen(bench_dl_path, RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) {
+            bench_out("fail dlopen(%s): %s", bench_dl_path, dlerror());
+            _exit(3);
+        }
+        dlclose(handle);
+    }
+}
+
+static double bench_time_loop(bench_loop_t loop, long iters)
+{
+    double start = bench_now_ns();
+
+    loop(iters);
+    return bench_now_ns() - start;
+}
+
+static double bench_thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ((double)ts.tv_sec * 1e9) + (double)ts.tv_nsec;
+}
+
+/*
+ * One timed round (wall clock, CLOCK_MONOTONIC).  A round during which the
+ * thread was noticeably off the CPU (preempted on a busy machine: wall time
+ * exceeds the thread's CPU time) is retried a few times; *calls_p counts
+ * every iteration run, for the events-per-operation figures.
+ */
+static double bench_round(bench_loop_t loop, long iters, unsigned long *calls_p)
+{
+    double wall, cpu, start, cpu_start;
+    int attempt;
+
+    for (attempt = 0;; ++attempt) {
+        cpu_start = bench_thread_cpu_ns();
+        start     = bench_now_ns();
+        loop(iters);
+        wall      = bench_now_ns() - start;
+        cpu       = bench_thread_cpu_ns() - cpu_start;
+        *calls_p += iters;
+        ++bench_rounds_total;
+        if ((wall - cpu <= (wall * 0.02) + 20000) ||
+            (attempt >= BENCH_MAX_RETRIES)) {
+            return wall;
+        }
+        ++bench_rounds_disturbed;
+    }
+}
+
+/* Iterations for one round of about target_ns (warms up on the way) */
+static long bench_calibrate(bench_loop_t loop, double target_ns)
+{
+    const long max_iters = 1L << 26;
+    long iters           = 1;
+    double elapsed;
+
+    for (;;) {
+        elapsed = bench_time_loop(loop, iters);
+        if ((elapsed >= target_ns / 8) || (iters >= max_iters)) {
+            break;
+        }
+        iters *= 4;
+    }
+    if (elapsed <= 0) {
+        return max_iters;
+    }
+    iters = (long)((double)iters * target_ns / elapsed);
+    return (iters < 1) ? 1 : (iters > max_iters) ? max_iters : iters;
+}
+
+/* Median ns per operation over 'rounds'; events per operation in *events_p */
+static double bench_measure(bench_loop_t loop, int rounds, double target_ns,
+                            double *events_p)
+{
+    double per_op[BENCH_MAX_SAMPLES];
+    long iters          = bench_calibrate(loop, target_ns);
+    unsigned long calls = 0, events;
+    int r;
+
+    events = bench_event_count;
+    for (r = 0; r < rounds; ++r) {
+        per_op[r] = bench_round(loop, iters, &calls) / (double)iters;
+    }
+    if (events_p != NULL) {
+        *events_p = (double)(bench_event_count - events) / (double)calls;
+    }
+    return bench_median(per_op, rounds);
+}
+
+/*
+ * munmap() of an unmapped range through libc (hooked) and through syscall()
+ * (never hooked), in many short interleaved round pairs: the difference of
+ * each pair cancels the slow drift of a noisy machine; the median of the
+ * differences is what the libc path costs more than the raw syscall.
+ */
+typedef struct {
+    double diff;    /* median of libc - syscall, ns */
+    double libc;    /* median ns per libc call */
+    double sys;     /* median ns per raw syscall */
+    double events;  /* handler calls per libc call */
+} bench_munmap_result_t;
+
+static void bench_munmap_pairs(int rounds, double target_ns,
+                               bench_munmap_result_t *result)
+{
+    double libc[BENCH_MAX_PAIRS], sys[BENCH_MAX_PAIRS], diff[BENCH_MAX_PAIRS];
+    int pairs           = (rounds * 8 > 64) ? rounds * 8 : 64;
+    unsigned long calls = 0, sys_calls = 0, events;
+    long iters;
+    int r;
+
+    if (pairs > BENCH_MAX_PAIRS) {
+        pairs = BENCH_MAX_PAIRS;
+    }
+    /* same number of calls on both sides, each about target_ns / 8 but not
+     * under 1.25 ms: shorter sides make the difference much noisier */
+    if (target_ns < 10e6) {
+        target_ns = 10e6;
+    }
+    bench_calibrate(bench_loop_munmap_libc, target_ns / 8);
+    iters  = bench_calibrate(bench_loop_munmap_sys, target_ns / 8);
+    events = bench_event_count;
+    for (r = 0; r < pairs; ++r) {
+        libc[r] = bench_round(bench_loop_munmap_libc, iters, &calls) /
+                  (double)iters;
+        sys[r]  = bench_round(bench_loop_munmap_sys, iters, &sys_calls) /
+                  (double)iters;
+        diff[r] = libc[r] - sys[r];
+    }
+    result->diff   = bench_median(diff, pairs);
+    result->libc   = bench_median(libc, pairs);
+    result->sys    = bench_median(sys, pairs);
+    result->events = (double)(bench_event_count - events) / (double)calls;
+}
+
+static void bench_reserve_hole(void)
+{
+    /* an address range that is certainly not mapped */
+    bench_hole = mmap(NULL, BENCH_HOLE_SIZE, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (bench_hole == MAP_FAILED) {
+        bench_out("fail mmap: %s", strerror(errno));
+        _exit(3);
+    }
+    syscall(SYS_munmap, bench_hole, BENCH_HOLE_SIZE);
+}
+
+/* The same before the hooks (pre) and with them: the difference of the two
+ * is the cost of the hook, free of what is particular to this process
+ * (addresses, alignment) */
+static void bench_report_hook_overhead(const bench_munmap_result_t *pre,
+                                       int rounds, double target_ns)
+{
+    bench_munmap_result_t post;
+
+    /* the installation may have mapped memory where the hole was */
+    bench_reserve_hole();
+    bench_munmap_pairs(rounds, target_ns, &post);
+    bench_out("ok %s %.3f", bench_key_names[K_HOOK_NS], post.diff - pre->diff);
+    bench_out("ok %s %.3f", bench_key_names[K_MUNMAP_LIBC_NS], post.libc);
+    bench_out("ok %s %.3f", bench_key_names[K_MUNMAP_SYS_NS], post.sys);
+    bench_out("ok %s %.3f", bench_key_names[K_MUNMAP_EV], post.events);
+}
+
+static void bench_report(bench_key_t key, bench_key_t ev_key, double value,
+                         double events)
+{
+    bench_out("ok %s %.3f", bench_key_names[key], value);
+    bench_out("ok %s %.3f", bench_key_names[ev_key], events);
+}
+
+/*
+ * dlopen() a libucm.  A stock UCX libucm refers to two libucs functions
+ * (ucs_load_modules, ucs_sys_is_dynamic_lib) and is normally loaded by
+ * libucs: if the plain load fails on an undefined symbol and a libucs.so.0
+ * lies next to it, load the libucm lazily, then that libucs, as a UCX
+ * application would have them.  UCX_HANDLE_ERRORS=none (unless set) so that
+ * a crash kills the worker with its signal instead of a UCX backtrace.
+ */
+static void *bench_load_ucm(const char *lib)
+{
+    char error[512], ucs_path[PATH_MAX];
+    const char *slash = strrchr(lib, '/');
+    void *handle, *ucs_handle;
+
+    handle = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+    if (handle != NULL) {
+        return handle;
+    }
+    snprintf(error, sizeof(error), "%s", dlerror());
+    if (slash == NULL) {
+        snprintf(ucs_path, sizeof(ucs_path), "libucs.so.0");
+    } else {
+        snprintf(ucs_path, sizeof(ucs_path), "%.*s/libucs.so.0",
+                 (int)(slash - lib), lib);
+    }
+    if ((strstr(error, "undefined symbol") == NULL) ||
+        ((slash != NULL) && !bench_file_exists(ucs_path))) {
+        bench_out("fail dlopen: %s", error);
+        return NULL;
+    }
+    setenv("UCX_HANDLE_ERRORS", "none", 0);
+    handle = dlopen(lib, RTLD_LAZY | RTLD_GLOBAL);
+    if (handle == NULL) {
+        bench_out("fail dlopen: %s", dlerror());
+        return NULL;
+    }
+    ucs_handle = dlopen(ucs_path, RTLD_NOW | RTLD_GLOBAL);
+    if (ucs_handle == NULL) {
+        bench_out("fail dlopen: %s (needed by %s: %s)", dlerror(), lib, error);
+        return NULL;
+    }
+    bench_out("note %s loaded with it (libucm needs libucs symbols)",
+              ucs_path);
+    return handle;
+}
+
+static int bench_worker(const char *lib, const char *mode_name, int rounds,
+                        double round_ms, int install_only, int opts_only)
+{
+    ucs_status_t (*set_handler)(int, int, ucm_event_callback_t, void*);
+    void (*set_opts)(const ucm_global_config_t*);
+    double target_ns = round_ms * 1e6;
+    bench_munmap_result_t pre;
+    ucm_global_config_t config;
+    ucs_status_t status;
+    double start, value, events;
+    void *lib_handle, *handle;
+    int mode;
+
+    if (!strcmp(mode_name, "reloc")) {
+        mode = UCM_MMAP_HOOK_RELOC;
+    } else if (!strcmp(mode_name, "bistro")) {
+        mode = UCM_MMAP_HOOK_BISTRO;
+    } else if (!strcmp(mode_name, "none")) {
+        mode = UCM_MMAP_HOOK_NONE;
+    } else {
+        bench_out("fail unknown hook mode '%s'", mode_name);
+        return 2;
+    }
+    if (rounds > BENCH_MAX_SAMPLES) {
+        rounds = BENCH_MAX_SAMPLES;
+    }
+
+    bench_reserve_hole();
+    if (!install_only) {
+        bench_munmap_pairs(rounds, target_ns, &pre);
+    }
+
+    if (strcmp(lib, "none")) {
+        /* the mode is also selected the way a UCX user does, before the
+         * library loads: stock UCX 1.13 crashes (endless mmap recursion)
+         * when only ucm_set_global_opts() switches bistro -> reloc */
+        if (!opts_only) {
+            setenv("UCX_MEM_MMAP_HOOK_MODE", mode_name, 1);
+        }
+        lib_handle = bench_load_ucm(lib);
+        if (lib_handle == NULL) {
+            return 3;
+        }
+        *(void**)&set_opts    = dlsym(lib_handle, "ucm_set_global_opts");
+        *(void**)&set_handler = dlsym(lib_handle, "ucm_set_event_handler");
+        if ((set_opts == NULL) || (set_handler == NULL)) {
+            bench_out("fail %s lacks ucm_set_global_opts/ucm_set_event_handler",
+                      lib);
+            return 3;
+        }
+        memset(&config, 0, sizeof(config));
+        config.log_level                  = UCS_LOG_LEVEL_WARN;
+        config.enable_events              = 1;
+        config.mmap_hook_mode             = (ucm_mmap_hook_mode_t)mode;
+        config.enable_malloc_hooks        = 1;
+        config.enable_malloc_reloc        = 1;
+        config.cuda_hook_modes            = 1 << UCM_MMAP_HOOK_BISTRO;
+        config.enable_dynamic_mmap_thresh = 1;
+        config.alloc_alignment            = 16;
+        config.dlopen_process_rpath       = 1;
+        config.module_unload_prevent_mode = UCM_UNLOAD_PREVENT_MODE_LAZY;
+        set_opts(&config);
+
+        start  = bench_now_ns();
+        status = set_handler(UCM_EVENT_VM_UNMAPPED | UCM_EVENT_VM_MAPPED, 1000,
+                             bench_event_cb, NULL);
+        value  = (bench_now_ns() - start) / 1e3;
+        if (status != UCS_OK) {
+            bench_out("fail ucm_set_event_handler() returned %d", (int)status);
+            return 3;
+        }
+        bench_out("ok %s %.3f", bench_key_names[K_INSTALL_US], value);
+    } else if (mode != UCM_MMAP_HOOK_NONE) {
+        bench_out("fail mode '%s' needs a library", mode_name);
+        return 2;
+    }
+    if (install_only) {
+        return 0;
+    }
+
+    bench_report_hook_overhead(&pre, rounds, target_ns);
+
+    value = bench_measure(bench_loop_mmap, rounds, target_ns, &events);
+    bench_report(K_MMAP_NS, K_MMAP_EV, value, events);
+
+    value = bench_measure(bench_loop_malloc64, rounds, target_ns, &events);
+    bench_report(K_MALLOC64_NS, K_MALLOC64_EV, value, events);
+
+    if (mallopt(M_MMAP_THRESHOLD, BENCH_MMAP_THRESHOLD) != 1) {
+        bench_out("note mallopt(M_MMAP_THRESHOLD) failed");
+    }
+    value = bench_measure(bench_loop_malloc1m, rounds, target_ns, &events);
+    bench_report(K_MALLOC1M_NS, K_MALLOC1M_EV, value, events);
+
+    if ((bench_dl_path == NULL) || (bench_dl_path[0] == '\0')) {
+        bench_out("skip %s no module to dlopen (use --dl PATH)",
+                  bench_key_names[K_DLOPEN_US]);
+    } else {
+        value = bench_measure(bench_loop_dlopen, rounds, target_ns, &events);
+        bench_report(K_DLOPEN_US, K_DLOPEN_EV, value / 1e3, events);
+        handle = dlopen(bench_dl_path, RTLD_NOW | RTLD_NOLOAD);
+        if (handle != NULL) {
+            bench_out("note the dlopen module stays loaded after dlclose: "
+                      "the loop measures reference counting only");
+            dlclose(handle);
+        }
+    }
+    bench_out("ok %s %.1f", bench_key_names[K_RETRIED_PCT],
+              (bench_rounds_total > 0) ?
+                      (100.0 * bench_rounds_disturbed) / bench_rounds_total :
+                      0.0);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Driver                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void bench_config_fail(bench_config_t *cfg, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(cfg->failure, sizeof(cfg->failure), fmt, ap);
+    va_end(ap);
+    ++cfg->nfailures;
+}
+
+static void bench_config_note(bench_config_t *cfg, const char *note)
+{
+    size_t len = strlen(cfg->notes);
+
+    if (strstr(cfg->notes, note) != NULL) {
+        return;
+    }
+    snprintf(cfg->notes + len, sizeof(cfg->notes) - len, "%s%s",
+             (len > 0) ? "; " : "", note);
+}
+
+static void bench_parse_line(bench_config_t *cfg, char *line, char *reason,
+                             size_t max)
+{
+    char *word = line, *rest;
+    double value;
+    int k;
+
+    rest = strchr(line, ' ');
+    if (rest == NULL) {
+        return;
+    }
+    *rest++ = '\0';
+    if (!strcmp(word, "fail")) {
+        snprintf(reason, max, "%s", rest);
+        return;
+    }
+    if (!strcmp(word, "note")) {
+        bench_config_note(cfg, rest);
+        return;
+    }
+    for (k = 0; k < K_LAST; ++k) {
+        size_t len = strlen(bench_key_names[k]);
+
+        if (strncmp(rest, bench_key_names[k], len) || (rest[len] != ' ')) {
+            continue;
+        }
+        if (!strcmp(word, "ok")) {
+            value = strtod(rest + len + 1, NULL);
+            if (cfg->nsamples[k] < BENCH_MAX_SAMPLES) {
+                cfg->samples[k][cfg->nsamples[k]++] = value;
+            }
+        } else if (!strcmp(word, "skip")) {
+            snprintf(cfg->key_skip[k], sizeof(cfg->key_skip[k]), "%s",
+                     rest + len + 1);
+        }
+        return;
+    }
+}
+
+static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
+                             int install_only)
+{
+    char rounds_str[16], round_ms_str[32], fd_str[16];
+    char buf[8192], reason[200] = "";
+    const char *argv[20];
+    int fds[2], argc = 0, status, devnull;
+    size_t used = 0;
+    double deadline;
+    char *line, *nl;
+    ssize_t nread;
+    pid_t pid;
+
+    if (pipe(fds) != 0) {
+        bench_config_fail(cfg, "failed (pipe: %s)", strerror(errno));
+        return;
+    }
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    snprintf(rounds_str, sizeof(rounds_str), "%d", opts->rounds);
+    snprintf(round_ms_str, sizeof(round_ms_str), "%g", opts->round_ms);
+    snprintf(fd_str, sizeof(fd_str), "%d", fds[1]);
+    argv[argc++] = "ucm_bench_hooks";
+    argv[argc++] = "--worker";
+    argv[argc++] = cfg->lib;
+    argv[argc++] = cfg->mode;
+    argv[argc++] = "--result-fd";
+    argv[argc++] = fd_str;
+    argv[argc++] = "--rounds";
+    argv[argc++] = rounds_str;
+    argv[argc++] = "--round-ms";
+    argv[argc++] = round_ms_str;
+    argv[argc++] = "--dl";
+    argv[argc++] = (opts->dl != NULL) ? opts->dl : "";
+    if (install_only) {
+        argv[argc++] = "--install-only";
+    }
+    if (opts->opts_only) {
+        argv[argc++] = "--opts-only";
+    }
+    argv[argc] = NULL;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid < 0) {
+        bench_config_fail(cfg, "failed (fork: %s)", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    if (pid == 0) {
+        if (!opts->verbose) {
+            devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0) {
+                dup2(devnull, 2);
+                dup2(devnull, 1);
+            }
+        }
+        execv("/proc/self/exe", (char* const*)argv);
+        dprintf(fds[1], "fail exec: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    ++cfg->nruns;
+
+    deadline = bench_now_ns() + (opts->timeout_s * 1e9);
+    for (;;) {
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        double left_ms    = (deadline - bench_now_ns()) / 1e6;
+        int ret;
+
+        if (left_ms <= 0) {
+            kill(pid, SIGKILL);
+            snprintf(reason, sizeof(reason), "timeout after %d s",
+                     opts->timeout_s);
+            break;
+        }
+        ret = poll(&pfd, 1, (int)left_ms + 1);
+        if ((ret < 0) && (errno == EINTR)) {
+            continue;
+        }
+        if (ret <= 0) {
+            continue;
+        }
+        nread = read(fds[0], buf + used, sizeof(buf) - 1 - used);
+        if (nread < 0 && errno == EINTR) {
+            continue;
+        }
+        if (nread <= 0) {
+            break;
+        }
+        used      += nread;
+        buf[used]  = '\0';
+        line       = buf;
+        while ((nl = strchr(line, '\n')) != NULL) {
+            *nl = '\0';
+            bench_parse_line(cfg, line, reason, sizeof(reason));
+            line = nl + 1;
+        }
+        used -= line - buf;
+        memmove(buf, line, used);
+        if (used >= sizeof(buf) - 1) {
+            used = 0; /* runaway line: drop it */
+        }
+    }
+    close(fds[0]);
+
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            bench_config_fail(cfg, "failed (waitpid: %s)", strerror(errno));
+            return;
+        }
+    }
+    if (!strncmp(reason, "timeout", 7)) {
+        bench_config_fail(cfg, "failed (%s)", reason);
+        cfg->hung = 1;
+    } else if (WIFSIGNALED(status)) {
+        bench_config_fail(cfg, "failed (signal %d)", WTERMSIG(status));
+    } else if (WIFEXITED(status) && (WEXITSTATUS(status) != 0)) {
+        if (reason[0] != '\0') {
+            bench_config_fail(cfg, "failed (%s)", reason);
+        } else {
+            bench_config_fail(cfg, "failed (exit %d)", WEXITSTATUS(status));
+        }
+    }
+}
+
+/* Median of a key, or 0 with *ok_p = 0 if there is no sample */
+static double bench_value(const bench_config_t *cfg, bench_key_t key,
+                          int *ok_p)
+{
+    *ok_p = (cfg->nsamples[key] > 0);
+    return *ok_p ? bench_median(cfg->samples[key], cfg->nsamples[key]) : 0;
+}
+
+/* Text of a cell with no value */
+static const char *bench_missing(const bench_config_t *cfg, bench_key_t key)
+{
+    if (cfg->skip[0] != '\0') {
+        return "skipped";
+    }
+    if (cfg->key_skip[key][0] != '\0') {
+        return "skipped";
+    }
+    if (cfg->failure[0] != '\0') {
+        return cfg->failure;
+    }
+    if (!strcmp(cfg->lib, "none") && (key == K_INSTALL_US)) {
+        return "-";
+    }
+    return "n/a";
+}
+
+static void bench_format(char *buf, size_t max, double value)
+{
+    if (value >= 1000) {
+        snprintf(buf, max, "%.0f", value);
+    } else if ((value >= 100) || (value <= -100)) {
+        snprintf(buf, max, "%.1f", value);
+    } else {
+        snprintf(buf, max, "%.2f", value);
+    }
+}
+
+/* Value cell and comparison cell of one row for one configuration */
+static void bench_cells(const bench_config_t *cfgs, int icfg, unsigned irow,
+                        char *value_buf, char *cmp_buf, size_t max,
+                        const char **status_p)
+{
+    const bench_config_t *cfg = &cfgs[icfg];
+    bench_key_t key           = bench_rows[irow].key;
+    double value, base;
+    int ok, base_ok;
+    char tmp[64];
+
+    cmp_buf[0] = '\0';
+    value      = bench_value(cfg, key, &ok);
+    if (!ok) {
+        snprintf(value_buf, max, "%s", bench_missing(cfg, key));
+        *status_p = value_buf;
+        return;
+    }
+    *status_p = "ok";
+    bench_format(value_buf, max, value);
+    base = bench_value(&cfgs[0], key, &base_ok);
+    if ((icfg == 0) || !base_ok || (bench_rows[irow].kind == ROW_ABS)) {
+        return;
+    }
+    if (bench_rows[irow].kind == ROW_DELTA) {
+        bench_format(tmp, sizeof(tmp), value - base);
+        snprintf(cmp_buf, max, "%s%s", (value - base >= 0) ? "+" : "", tmp);
+    } else if (base > 0) {
+        snprintf(cmp_buf, max, "%.2fx", value / base);
+    }
+}
+
+static void bench_print_csv(const bench_config_t *cfgs, int ncfg)
+{
+    char value[256], cmp[256], text[256];
+    const char *status;
+    unsigned row, i;
+    int c;
+
+    printf("measurement,unit,config,value,vs_none,status\n");
+    for (row = 0; row < BENCH_NROWS; ++row) {
+        for (c = 0; c < ncfg; ++c) {
+            bench_cells(cfgs, c, row, value, cmp, sizeof(value), &status);
+            printf("%s,%s,%s,", bench_key_names[bench_rows[row].key],
+                   bench_rows[row].unit, cfgs[c].name);
+            if (!strcmp(status, "ok")) {
+                printf("%s,%s,ok\n", value, cmp);
+            } else {
+                /* no commas inside a field */
+                snprintf(text, sizeof(text), "%s", status);
+                for (i = 0; text[i] != '\0'; ++i) {
+                    if (text[i] == ',') {
+                        text[i] = ';';
+                    }
+                }
+                printf(",,%s\n", text);
+            }
+        }
+    }
+}
+
+static void bench_print_table(const bench_opts_t *opts, bench_config_t *cfgs,
+                              int ncfg)
+{
+    char cells[BENCH_NROWS + 1][16][128];
+    int widths[16], ncol = 0, col, c;
+    char value[128], cmp[128], title[64];
+    const char *status;
+    double v, base;
+    unsigned row;
+    int ok, base_ok;
+
+    (void)opts;
+    /* header row */
+    snprintf(cells[0][ncol++], 128, "%s", "measurement");
+    for (c = 0; c < ncfg; ++c) {
+        snprintf(cells[0][ncol++], 128, "%s", cfgs[c].name);
+        if (c > 0) {
+            snprintf(cells[0][ncol++], 128, "%s", "vs none");
+        }
+    }
+    for (row = 0; row < BENCH_NROWS; ++row) {
+        col = 0;
+        snprintf(title, sizeof(title), "%s (%s)", bench_rows[row].label,
+                 bench_rows[row].unit);
+        snprintf(cells[row + 1][col++], 128, "%s", title);
+        for (c = 0; c < ncfg; ++c) {
+            bench_cells(cfgs, c, row, value, cmp, sizeof(value), &status);
+            snprintf(cells[row + 1][col++], 128, "%s", value);
+            if (c > 0) {
+                snprintf(cells[row + 1][col++], 128, "%s",
+                         (cmp[0] != '\0') ? cmp : "-");
+            }
+        }
+    }
+    for (col = 0; col < ncol; ++col) {
+        widths[col] = 0;
+        for (row = 0; row <= BENCH_NROWS; ++row) {
+            int len = (int)strlen(cells[row][col]);
+
+            widths[col] = (len > widths[col]) ? len : widths[col];
+        }
+    }
+    for (row = 0; row <= BENCH_NROWS; ++row) {
+        for (col = 0; col < ncol; ++col) {
+            if (col == 0) {
+                printf("%-*s", widths[col], cells[row][col]);
+            } else {
+                printf("  %*s", widths[col], cells[row][col]);
+            }
+        }
+        printf("\n");
+    }
+
+    /* hook sanity: events the handler saw per operation */
+    printf("\nEvents delivered to the handler per operation:\n");
+    printf("%-26s", "");
+    for (c = 1; c < ncfg; ++c) {
+        printf("  %12s", cfgs[c].name);
+    }
+    printf("\n");
+    for (row = 0; row < BENCH_NEVROWS; ++row) {
+        printf("%-26s", bench_event_rows[row].label);
+        for (c = 1; c < ncfg; ++c) {
+            v = bench_value(&cfgs[c], bench_event_rows[row].key, &ok);
+            if (ok) {
+                printf("  %12.2f", v);
+            } else {
+                printf("  %12s", "-");
+            }
+        }
+        printf("\n");
+    }
+
+    printf("\nTargets: hooked call <= +%.0f ns, malloc+free 64 B <= %.2fx none,"
+           " first install <= %.0f us\n",
+           BENCH_TARGET_HOOK_NS, BENCH_TARGET_MALLOC_RATIO,
+           BENCH_TARGET_INSTALL_US);
+    for (c = 0; c < ncfg; ++c) {
+        if (!cfgs[c].ours || (cfgs[c].skip[0] != '\0')) {
+            continue;
+        }
+        printf("  %-12s", cfgs[c].name);
+        v = bench_value(&cfgs[c], K_HOOK_NS, &ok);
+        base = bench_value(&cfgs[0], K_HOOK_NS, &base_ok);
+        if (ok && base_ok) {
+            printf(" hooked call %+.1f ns %-4s", v - base,
+                   (v - base <= BENCH_TARGET_HOOK_NS) ? "ok" : "MISS");
+        } else {
+            printf(" hooked call %-12s", "?");
+        }
+        v    = bench_value(&cfgs[c], K_MALLOC64_NS, &ok);
+        base = bench_value(&cfgs[0], K_MALLOC64_NS, &base_ok);
+        if (ok && base_ok && (base > 0)) {
+            printf(" | malloc64 %.2fx %-4s", v / base,
+                   (v / base <= BENCH_TARGET_MALLOC_RATIO) ? "ok" : "MISS");
+        } else {
+            printf(" | malloc64 ?");
+        }
+        v = bench_value(&cfgs[c], K_INSTALL_US, &ok);
+        if (ok) {
+            printf(" | install %.1f us %s", v,
+                   (v <= BENCH_TARGET_INSTALL_US) ? "ok" : "MISS");
+        } else {
+            printf(" | install ?");
+        }
+        printf("\n");
+    }
+
+    printf("\n");
+    for (c = 0; c < ncfg; ++c) {
+        if (cfgs[c].skip[0] != '\0') {
+            printf("%s: skipped: %s\n", cfgs[c].name, cfgs[c].skip);
+            continue;
+        }
+        if (cfgs[c].nfailures > 0) {
+            printf("%s: %d of %d worker runs %s\n", cfgs[c].name,
+                   cfgs[c].nfailures, cfgs[c].nruns, cfgs[c].failure);
+        }
+        v = bench_value(&cfgs[c], K_RETRIED_PCT, &ok);
+        if (ok && (v >= 10)) {
+            printf("%s: busy machine: %.0f%% of the timed rounds were retried"
+                   " (worker preempted)\n", cfgs[c].name, v);
+        }
+        if (cfgs[c].key_skip[K_DLOPEN_US][0] != '\0') {
+            printf("%s: dlopen+dlclose skipped: %s\n", cfgs[c].name,
+                   cfgs[c].key_skip[K_DLOPEN_US]);
+        }
+        if (cfgs[c].notes[0] != '\0') {
+            printf("%s: %s\n", cfgs[c].name, cfgs[c].notes);
+        }
+    }
+}
+
+/* Directory of this executable, "" if unknown */
+static void bench_self_dir(char *dir, size_t max)
+{
+    ssize_t len = readlink("/proc/self/exe", dir, max - 1);
+    char *slash;
+
+    if (len <= 0) {
+        dir[0] = '\0';
+        return;
+    }
+    dir[len] = '\0';
+    slash    = strrchr(dir, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+    }
+}
+
+static int bench_in_build_tree(void)
+{
+    char dir[PATH_MAX], real_build[PATH_MAX];
+
+    bench_self_dir(dir, sizeof(dir));
+    if ((UCM_BENCH_BUILD_DIR[0] == '\0') ||
+        (realpath(UCM_BENCH_BUILD_DIR, real_build) == NULL)) {
+        return 0;
+    }
+    return !strcmp(dir, real_build);
+}
+
+static void bench_resolve_paths(bench_opts_t *opts)
+{
+    static const char *system_dl[] = {"libutil.so.1", "libz.so.1", NULL};
+    int build_tree                 = bench_in_build_tree();
+    const char *env;
+    void *handle;
+    int i;
+
+    if ((opts->ours == NULL) && ((env = getenv("UCM_BENCH_OURS")) != NULL)) {
+        opts->ours = env;
+    }
+    if (opts->ours == NULL) {
+        opts->ours = (build_tree && bench_file_exists(UCM_BENCH_OURS_BUILD)) ?
+                             UCM_BENCH_OURS_BUILD :
+                             UCM_BENCH_OURS_INSTALLED;
+    }
+    if ((opts->ucx == NULL) && ((env = getenv("UCM_BENCH_UCX")) != NULL)) {
+        opts->ucx = env;
+    }
+    if (opts->ucx == NULL) {
+        opts->ucx = UCM_BENCH_STOCK_UCM;
+    }
+    if ((opts->dl == NULL) && ((env = getenv("UCM_BENCH_DL")) != NULL)) {
+        opts->dl = env;
+    }
+    if (opts->dl != NULL) {
+        opts->dl_origin = "given";
+        return;
+    }
+    if (bench_file_exists(UCM_BENCH_DL_BUILD)) {
+        opts->dl        = UCM_BENCH_DL_BUILD;
+        opts->dl_origin = "build tree";
+        return;
+    }
+    /* installed: any small system library that this program does not load */
+    for (i = 0; system_dl[i] != NULL; ++i) {
+        handle = dlopen(system_dl[i], RTLD_NOW | RTLD_NOLOAD);
+        if (handle != NULL) {
+            dlclose(handle);
+            continue;
+        }
+        handle = dlopen(system_dl[i], RTLD_NOW | RTLD_LOCAL);
+        if (handle != NULL) {
+            dlclose(handle);
+            opts->dl        = system_dl[i];
+            opts->dl_origin = "system library";
+            return;
+        }
+    }
+    opts->dl_origin = "none found";
+}
+
+static void bench_usage(FILE *stream)
+{
+    fprintf(stream,
+            "Usage: ucm_bench_hooks [--quick] [--csv] [--verbose] [--opts-only] "
+            "[--ours PATH] [--ucx PATH] [--dl PATH]\n"
+            "  --quick      short run\n"
+            "  --csv        machine-readable output\n"
+            "  --verbose    show the workers' log messages\n"
+            "  --opts-only  select the hook mode with ucm_set_global_opts()"
+            " only\n"
+            "  --ours PATH  our libucm.so.0 (env UCM_BENCH_OURS)\n"
+            "  --ucx PATH   stock UCX libucm.so.0 (env UCM_BENCH_UCX)\n"
+            "  --dl PATH    module for the dlopen loop (env UCM_BENCH_DL)\n");
+}
+
+static int bench_driver(bench_opts_t *opts)
+{
+    static bench_config_t cfgs[5];
+    const int ncfg = 5;
+    double start   = bench_now_ns();
+    int pass, i, c, extra;
+
+    bench_resolve_paths(opts);
+    memset(cfgs, 0, sizeof(cfgs));
+    cfgs[0].name = "none";
+    cfgs[0].lib  = "none";
+    cfgs[0].mode = "none";
+    cfgs[1].name = "ours-reloc";
+    cfgs[1].lib  = opts->ours;
+    cfgs[1].mode = "reloc";
+    cfgs[1].ours = 1;
+    cfgs[2].name = "ours-bistro";
+    cfgs[2].lib  = opts->ours;
+    cfgs[2].mode = "bistro";
+    cfgs[2].ours = 1;
+    cfgs[3].name = "ucx-reloc";
+    cfgs[3].lib  = opts->ucx;
+    cfgs[3].mode = "reloc";
+    cfgs[4].name = "ucx-bistro";
+    cfgs[4].lib  = opts->ucx;
+    cfgs[4].mode = "bistro";
+    for (c = 1; c < ncfg; ++c) {
+        if (access(cfgs[c].lib, R_OK) != 0) {
+            snprintf(cfgs[c].skip, sizeof(cfgs[c].skip), "%s: %s",
+                     cfgs[c].lib, strerror(errno));
+        }
+    }
+
+    if (!opts->csv) {
+        printf("ucm_bench_hooks: %s run, %d pass(es) x %d rounds of ~%g ms, "
+               "medians\n",
+               opts->quick ? "quick" : "full", opts->passes, opts->rounds,
+               opts->round_ms);
+        printf("  ours: %s\n  ucx:  %s\n  dl:   %s (%s)\n", opts->ours,
+               opts->ucx, (opts->dl != NULL) ? opts->dl : "-",
+               opts->dl_origin);
+        fflush(stdout);
+    }
+
+    /* wake the CPU up before the first worker */
+    while (bench_now_ns() - start < (opts->quick ? 100e6 : 300e6)) {
+    }
+
+    /* passes over all configurations, rotated, so that slow phases of a
+     * noisy machine hit every configuration alike */
+    for (pass = 0; pass < opts->passes; ++pass) {
+        for (i = 0; i < ncfg; ++i) {
+            c = (i + pass) % ncfg;
+            if ((cfgs[c].skip[0] == '\0') && !cfgs[c].hung) {
+                bench_run_worker(opts, &cfgs[c], 0);
+            }
+        }
+    }
+    for (extra = 0; extra < opts->install_runs; ++extra) {
+        for (c = 1; c < ncfg; ++c) {
+            if ((cfgs[c].skip[0] == '\0') && !cfgs[c].hung) {
+                bench_run_worker(opts, &cfgs[c], 1);
+            }
+        }
+    }
+
+    if (opts->csv) {
+        bench_print_csv(cfgs, ncfg);
+    } else {
+        printf("\n");
+        bench_print_table(opts, cfgs, ncfg);
+        printf("total time: %.1f s\n", (bench_now_ns() - start) / 1e9);
+    }
+    /* a worker of ours (or of the baseline) that failed is a bug to see */
+    for (c = 0; c < ncfg; ++c) {
+        if ((cfgs[c].ours || (c == 0)) && (cfgs[c].nfailures > 0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t opts = {0};
+    const char *worker_lib = NULL, *worker_mode = NULL;
+    int install_only = 0, i;
+
+    opts.passes       = 3;
+    opts.rounds       = 7;
+    opts.round_ms     = 10;
+    opts.install_runs = 4;
+    opts.timeout_s    = 60;
+
+    for (i = 1; i < argc; ++i) {
+        const char *arg  = argv[i];
+        const char *next = (i + 1 < argc) ? argv[i + 1] : NULL;
+
+        if (!strcmp(arg, "--quick")) {
+            opts.quick = 1;
+        } else if (!strcmp(arg, "--csv")) {
+            opts.csv = 1;
+        } else if (!strcmp(arg, "--verbose")) {
+            opts.verbose = 1;
+        } else if (!strcmp(arg, "--opts-only")) {
+            opts.opts_only = 1;
+        } else if (!strcmp(arg, "--install-only")) {
+            install_only = 1;
+        } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            bench_usage(stdout);
+            return 0;
+        } else if (next == NULL) {
+            bench_usage(stderr);
+            return 2;
+        } else if (!strcmp(arg, "--ours")) {
+            opts.ours = argv[++i];
+        } else if (!strcmp(arg, "--ucx")) {
+            opts.ucx = argv[++i];
+        } else if (!strcmp(arg, "--dl")) {
+            opts.dl = argv[++i];
+        } else if (!strcmp(arg, "--result-fd")) {
+            bench_result_fd = atoi(argv[++i]);
+        } else if (!strcmp(arg, "--rounds")) {
+            opts.rounds = atoi(argv[++i]);
+        } else if (!strcmp(arg, "--round-ms")) {
+            opts.round_ms = atof(argv[++i]);
+        } else if (!strcmp(arg, "--worker") && (i + 2 < argc)) {
+            worker_lib  = argv[++i];
+            worker_mode = argv[++i];
+        } else {
+            bench_usage(stderr);
+            return 2;
+        }
+    }
+
+    if (opts.rounds < 1) {
+        opts.rounds = 1;
+    } else if (opts.rounds > BENCH_MAX_SAMPLES) {
+        opts.rounds = BENCH_MAX_SAMPLES;
+    }
+    if (opts.round_ms <= 0) {
+        opts.round_ms = 1;
+    }
+
+    if (worker_lib != NULL) {
+        bench_dl_path = opts.dl;
+        return bench_worker(worker_lib, worker_mode, opts.rounds, opts.round_ms,
+                            install_only, opts.opts_only);
+    }
+
+    if (opts.quick) {
+        opts.passes       = 1;
+        opts.rounds       = 3;
+        opts.round_ms     = 5;
+        opts.install_runs = 2;
+        opts.timeout_s    = 30;
+    }
+    return bench_driver(&opts);
+}
