@@ -312,6 +312,7 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
 {
     const ucm_bistro_target_t *t = &p->target;
     uintptr_t entry              = t->entry;
+    uintptr_t jmp_site, jmp_target;
     ucm_bistro_insn_t insn;
     uint8_t *stub, *tramp;
 
@@ -355,12 +356,17 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
     }
     ucm_bistro_emit_jmp_abs(stub, (uintptr_t)p->hook);
 
+    /* jump straight to the hook when it is in reach: one page less to
+     * touch on every call; else through the stub */
+    jmp_site   = (p->site != 0) ? p->site : entry;
+    jmp_target = ucm_bistro_is_near((uintptr_t)p->hook, jmp_site) ?
+                         (uintptr_t)p->hook : (uintptr_t)stub;
     memset(p->entry_bytes, UCM_BISTRO_INT3, sizeof(p->entry_bytes));
     p->entry_len = insn.len;
     if (p->site == 0) {
-        ucm_bistro_emit_jmp_rel32(p->entry_bytes, entry, (uintptr_t)stub);
+        ucm_bistro_emit_jmp_rel32(p->entry_bytes, entry, jmp_target);
     } else {
-        ucm_bistro_emit_jmp_rel32(p->site_bytes, p->site, (uintptr_t)stub);
+        ucm_bistro_emit_jmp_rel32(p->site_bytes, p->site, jmp_target);
         p->entry_bytes[0] = 0xeb;
         p->entry_bytes[1] = (uint8_t)(int8_t)((long)p->site -
                                               (long)(entry + 2));

@@ -13,13 +13,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static ucm_event_list_t ucm_event_list_empty = {0, 0, 0};
-ucm_event_list_t *ucm_event_list             = &ucm_event_list_empty;
-int ucm_event_external                       = 0;
+int ucm_event_external = 0;
 
 pthread_mutex_t ucm_event_writer_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
+UCS_F_HOT void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
                     ucm_event_t *event, int before_orig)
 {
     const ucm_event_handler_t *h;
@@ -40,7 +38,7 @@ void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
     }
 }
 
-void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len)
+UCS_F_HOT void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len)
 {
     ucm_event_list_t *list;
     ucm_event_t event;
@@ -96,31 +94,47 @@ void ucm_dispatch_mem_type_free(void *addr, size_t length,
                                 mem_type);
 }
 
-/* Lists live in their own anonymous mappings, not in malloc memory: another
- * library may replace malloc/free under us (stock UCX's malloc hooks do), and
- * the raw syscalls raise no events. */
+/* A replaced list that readers may still see (until a grace period). */
+static ucm_event_list_t *ucm_event_list_stale;
+
+static size_t ucm_event_list_size(unsigned count)
+{
+    return sizeof(ucm_event_list_t) + (count * sizeof(ucm_event_handler_t));
+}
+
+/* Storage for a list of up to 'count' handlers: the static buffer of
+ * ucm_hot that is not current (after a grace period if the previous list in
+ * it may still be read), or, for long lists, an anonymous mapping (not
+ * malloc: another library may replace malloc/free under us, as stock UCX's
+ * malloc hooks do, and raw syscalls raise no events).  Writer lock held. */
 static ucm_event_list_t *ucm_event_list_alloc(unsigned count)
 {
     size_t page = ucm_sys_page_size();
-    size_t size = (sizeof(ucm_event_list_t) +
-                   (count * sizeof(ucm_event_handler_t)) + page - 1) &
-                  ~(page - 1);
+    ucm_event_list_t *list;
+    size_t size;
     long ret;
 
-    ret = ucm_sys_mmap(NULL, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ucm_event_list_size(count) <= UCM_HOT_LIST_BUF_SIZE) {
+        list = (ucm_event_list_t*)&ucm_hot.list_buf[0];
+        if (ucm_hot.event_list == list) {
+            list = (ucm_event_list_t*)&ucm_hot.list_buf[1];
+        }
+        if (ucm_event_list_stale == list) {
+            ucm_rcu_synchronize();
+            ucm_event_list_stale = NULL;
+        }
+        list->alloc_size = 0;
+        return list;
+    }
+    size = (ucm_event_list_size(count) + page - 1) & ~(page - 1);
+    ret  = ucm_sys_mmap(NULL, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ucm_sys_is_err(ret)) {
         return NULL;
     }
-    ((ucm_event_list_t*)ret)->alloc_size = size;
-    return (ucm_event_list_t*)ret;
-}
-
-static void ucm_event_list_free(ucm_event_list_t *list)
-{
-    if (list->alloc_size > 0) {
-        ucm_sys_munmap(list, list->alloc_size);
-    }
+    list             = (ucm_event_list_t*)ret;
+    list->alloc_size = size;
+    return list;
 }
 
 /* Build a new list from 'old' with 'add' inserted (if not NULL) and
@@ -163,19 +177,23 @@ ucm_event_list_build(const ucm_event_list_t *old, const ucm_event_handler_t *add
     return list;
 }
 
-/* Publish a new list and free the old one once no reader can see it.
- * Called with the writer lock held. */
+/* Publish a new list.  A removal waits for a grace period before returning
+ * (the removed handler must not run afterwards); otherwise the old list is
+ * only marked stale and the wait happens when its storage is reused. */
 static void ucm_event_list_publish(ucm_event_list_t *list, int removal)
 {
-    ucm_event_list_t *old = ucm_event_list;
+    ucm_event_list_t *old = ucm_hot.event_list;
 
-    __atomic_store_n(&ucm_event_list, list, __ATOMIC_RELEASE);
-    /* wait for readers of the old list: before freeing it, and before a
-     * removal returns (the removed handler must not run afterwards) */
-    if (removal || (old != &ucm_event_list_empty)) {
+    __atomic_store_n(&ucm_hot.event_list, list, __ATOMIC_RELEASE);
+    if (removal || (old->alloc_size > 0) || (ucm_event_list_stale != NULL)) {
         ucm_rcu_synchronize();
+        ucm_event_list_stale = NULL;
+        if (old->alloc_size > 0) {
+            ucm_sys_munmap(old, old->alloc_size);
+        }
+    } else {
+        ucm_event_list_stale = old;
     }
-    ucm_event_list_free(old);
 }
 
 ucs_status_t ucm_event_handler_add(int events, int priority,
@@ -185,7 +203,7 @@ ucs_status_t ucm_event_handler_add(int events, int priority,
     ucm_event_list_t *list;
 
     pthread_mutex_lock(&ucm_event_writer_lock);
-    list = ucm_event_list_build(ucm_event_list, &handler, 0, NULL, NULL);
+    list = ucm_event_list_build(ucm_hot.event_list, &handler, 0, NULL, NULL);
     if (list == NULL) {
         pthread_mutex_unlock(&ucm_event_writer_lock);
         ucm_error("failed to allocate the event handler list");
@@ -198,18 +216,18 @@ ucs_status_t ucm_event_handler_add(int events, int priority,
 
 void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg)
 {
-    ucm_event_list_t *list;
+    ucm_event_list_t *list, *cur;
+    unsigned i;
 
     pthread_mutex_lock(&ucm_event_writer_lock);
-    list = ucm_event_list_build(ucm_event_list, NULL, events, cb, arg);
+    list = ucm_event_list_build(ucm_hot.event_list, NULL, events, cb, arg);
     if (list == NULL) {
-        /* cannot allocate: clear the bits in place (readers tolerate it, the
-         * handler may still run once more on other threads) */
-        unsigned i;
-        for (i = 0; i < ucm_event_list->count; ++i) {
-            if ((ucm_event_list->handlers[i].cb == cb) &&
-                (ucm_event_list->handlers[i].arg == arg)) {
-                __atomic_and_fetch(&ucm_event_list->handlers[i].events, ~events,
+        /* cannot allocate: clear the bits in place (readers tolerate it),
+         * then wait for the readers that may have seen them set */
+        cur = ucm_hot.event_list;
+        for (i = 0; i < cur->count; ++i) {
+            if ((cur->handlers[i].cb == cb) && (cur->handlers[i].arg == arg)) {
+                __atomic_and_fetch(&cur->handlers[i].events, ~events,
                                    __ATOMIC_RELEASE);
             }
         }

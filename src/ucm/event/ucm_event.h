@@ -21,14 +21,12 @@ typedef struct ucm_event_handler {
     void                 *arg;
 } ucm_event_handler_t;
 
-typedef struct ucm_event_list {
-    int                 events;  /* union of the handlers' events */
+struct ucm_event_list {
+    int                 events;     /* union of the handlers' events */
     unsigned            count;
-    size_t              alloc_size; /* mapping size, 0 for the static one */
+    size_t              alloc_size; /* own mapping's size; 0: in ucm_hot */
     ucm_event_handler_t handlers[];
-} ucm_event_list_t;
-
-extern ucm_event_list_t *ucm_event_list;
+};
 
 /* Events whose delivery needs the mmap-family hooks. */
 #define UCM_EVENT_MMAP_FAMILY \
@@ -40,7 +38,7 @@ extern ucm_event_list_t *ucm_event_list;
 /* Must be called inside a read section; returns the current list. */
 static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_event_list_get(void)
 {
-    return __atomic_load_n(&ucm_event_list, __ATOMIC_CONSUME);
+    return __atomic_load_n(&ucm_hot.event_list, __ATOMIC_CONSUME);
 }
 
 /* Call the handlers of 'type' in priority order: before_orig 1 calls those

@@ -15,8 +15,6 @@
 #define UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED  (1 << 4)
 
 ucm_rcu_slot_t ucm_rcu_slots[UCM_RCU_MAX_THREADS];
-volatile unsigned long ucm_rcu_gp_ctr = 1; /* phase 0, nesting 1 */
-int ucm_rcu_use_fence                 = 1; /* until membarrier is known */
 __thread int ucm_rcu_tls_slot __attribute__((tls_model("initial-exec")));
 __thread unsigned ucm_rcu_tls_overflow __attribute__((tls_model("initial-exec")));
 static __thread unsigned long ucm_rcu_tls_overflow_phase
@@ -80,7 +78,7 @@ void ucm_rcu_read_lock_slow(void)
     }
     /* No slot: count this reader in the shared counter of the current phase */
     if (ucm_rcu_tls_overflow++ == 0) {
-        phase = __atomic_load_n(&ucm_rcu_gp_ctr, __ATOMIC_SEQ_CST) &
+        phase = __atomic_load_n(&ucm_hot.rcu_gp_ctr, __ATOMIC_SEQ_CST) &
                 UCM_RCU_PHASE;
         ucm_rcu_tls_overflow_phase = phase;
         __atomic_fetch_add(&ucm_rcu_overflow_count[phase ? 1 : 0], 1,
@@ -107,7 +105,7 @@ int ucm_rcu_in_read_section(void)
 
 static void ucm_rcu_full_barrier(void)
 {
-    if (!ucm_rcu_use_fence) {
+    if (!ucm_hot.rcu_use_fence) {
         ucm_sys_membarrier(UCM_MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0);
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -152,8 +150,8 @@ void ucm_rcu_synchronize(void)
 
     ucm_rcu_full_barrier();
     for (round = 0; round < 2; ++round) {
-        old_phase = ucm_rcu_gp_ctr & UCM_RCU_PHASE;
-        __atomic_store_n(&ucm_rcu_gp_ctr, ucm_rcu_gp_ctr ^ UCM_RCU_PHASE,
+        old_phase = ucm_hot.rcu_gp_ctr & UCM_RCU_PHASE;
+        __atomic_store_n(&ucm_hot.rcu_gp_ctr, ucm_hot.rcu_gp_ctr ^ UCM_RCU_PHASE,
                          __ATOMIC_SEQ_CST);
         ucm_rcu_full_barrier();
         ucm_rcu_wait_phase(old_phase);
@@ -168,11 +166,11 @@ void ucm_rcu_init(void)
     if ((cmds >= 0) && (cmds & UCM_MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
         (ucm_sys_membarrier(UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
                             0) == 0)) {
-        ucm_rcu_use_fence = 0;
+        ucm_hot.rcu_use_fence = 0;
     } else {
         ucm_debug("membarrier(PRIVATE_EXPEDITED) unavailable (%ld): readers "
                   "use a full fence", cmds);
-        ucm_rcu_use_fence = 1;
+        ucm_hot.rcu_use_fence = 1;
     }
 }
 

@@ -19,6 +19,7 @@
 #ifndef UCM_RCU_H_
 #define UCM_RCU_H_
 
+#include <ucm/util/ucm_hot.h>
 #include <ucs/sys/compiler_def.h>
 
 #define UCM_RCU_MAX_THREADS  1024
@@ -31,8 +32,6 @@ typedef struct ucm_rcu_slot {
 } __attribute__((aligned(64))) ucm_rcu_slot_t;
 
 extern ucm_rcu_slot_t ucm_rcu_slots[UCM_RCU_MAX_THREADS];
-extern volatile unsigned long ucm_rcu_gp_ctr;
-extern int ucm_rcu_use_fence;
 extern __thread int ucm_rcu_tls_slot
         __attribute__((tls_model("initial-exec"))); /* index + 1; 0: none */
 extern __thread unsigned ucm_rcu_tls_overflow
@@ -55,11 +54,11 @@ static UCS_F_ALWAYS_INLINE void ucm_rcu_read_lock(void)
     slot = &ucm_rcu_slots[idx - 1];
     ctr  = slot->ctr;
     if (ucs_likely((ctr & UCM_RCU_NEST_MASK) == 0)) {
-        slot->ctr = __atomic_load_n(&ucm_rcu_gp_ctr, __ATOMIC_RELAXED);
+        slot->ctr = __atomic_load_n(&ucm_hot.rcu_gp_ctr, __ATOMIC_RELAXED);
     } else {
         slot->ctr = ctr + 1;
     }
-    if (ucs_unlikely(ucm_rcu_use_fence)) {
+    if (ucs_unlikely(ucm_hot.rcu_use_fence)) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
     } else {
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -76,7 +75,7 @@ static UCS_F_ALWAYS_INLINE void ucm_rcu_read_unlock(void)
         return;
     }
     slot = &ucm_rcu_slots[idx - 1];
-    if (ucs_unlikely(ucm_rcu_use_fence)) {
+    if (ucs_unlikely(ucm_hot.rcu_use_fence)) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
     } else {
         __atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -5,6 +5,7 @@
 #define UCM_MMAP_H_
 
 #include <ucm/api/ucm_ext.h>
+#include <ucm/util/ucm_hot.h>
 #include <pthread.h>
 
 typedef enum {
@@ -25,7 +26,6 @@ typedef enum {
 typedef struct ucm_hook_func {
     const char       *symbol;
     void             *hook;     /* our replacement */
-    void             *orig;     /* what the replacement calls */
     void             *raw;      /* libucm's own equivalent of the original
                                    (bistro: used unless chaining to another
                                    hooker), NULL if none */
@@ -41,7 +41,8 @@ extern ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST];
  * function internally (sbrk -> brk): nested hooks then pass through. */
 extern __thread int ucm_hook_bypass __attribute__((tls_model("initial-exec")));
 
-#define UCM_HOOK_ORIG(_id, _type) ((_type)ucm_hook_funcs[_id].orig)
+/* What the replacement calls (in ucm_hot: read on every call). */
+#define UCM_HOOK_ORIG(_id, _type) ((_type)ucm_hot.orig[_id])
 
 typedef void *(*ucm_mmap_func_t)(void*, size_t, int, int, int, off_t);
 typedef int (*ucm_munmap_func_t)(void*, size_t);
@@ -66,6 +67,10 @@ void ucm_mmap_init(void);
 /* Install the hooks needed by 'events' (all mmap-family hooks at once) and
  * check that events arrive.  Idempotent; thread-safe; not in hook context. */
 ucs_status_t ucm_mmap_install(int events);
+
+/* Self-test (see ucm_test_events_detail); 'quick' skips the calls that the
+ * requested native events do not name (installation check). */
+ucs_status_t ucm_mmap_test_events(int events, int quick, int *failed_p);
 
 /* Non-zero if the advice discards the pages of the range. */
 int ucm_madvise_discards(int advice);

@@ -83,7 +83,7 @@ ucm_hook_vm(const ucm_event_list_t *list, ucm_event_type_t type, void *addr,
     }
 }
 
-void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
+UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
                off_t offset)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MMAP |
@@ -124,7 +124,7 @@ void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
     return event.mmap.result;
 }
 
-int ucm_munmap(void *addr, size_t length)
+UCS_F_HOT int ucm_munmap(void *addr, size_t length)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MUNMAP |
                                             UCM_EVENT_VM_UNMAPPED);
@@ -151,7 +151,7 @@ int ucm_munmap(void *addr, size_t length)
     return event.munmap.result;
 }
 
-static void *ucm_mremap_common(void *old_address, size_t old_size,
+UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
                                size_t new_size, int flags, void *new_address)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MREMAP |
@@ -201,7 +201,7 @@ static void *ucm_mremap_common(void *old_address, size_t old_size,
 }
 
 /* The GOT/entry replacement: libc's prototype is variadic. */
-void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
+UCS_F_HOT void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
                       int flags, ...)
 {
     void *new_address = NULL;
@@ -221,7 +221,7 @@ void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags)
     return ucm_mremap_common(old_address, old_size, new_size, flags, NULL);
 }
 
-int ucm_madvise(void *addr, size_t length, int advice)
+UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MADVISE |
                                             UCM_EVENT_VM_UNMAPPED);
@@ -338,12 +338,12 @@ int ucm_shmdt(const void *shmaddr)
     return event.shmdt.result;
 }
 
-static void *ucm_brk_current(void)
+UCS_F_HOT static void *ucm_brk_current(void)
 {
     return (void*)ucm_sys_brk(NULL);
 }
 
-int ucm_brk(void *addr)
+UCS_F_HOT int ucm_brk(void *addr)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_BRK |
                                             UCM_EVENT_VM_MAPPED |
@@ -381,7 +381,7 @@ int ucm_brk(void *addr)
 }
 
 /* Call libc's sbrk: it calls brk internally, which must not report again. */
-static void *ucm_sbrk_call_orig(intptr_t increment)
+UCS_F_HOT static void *ucm_sbrk_call_orig(intptr_t increment)
 {
     void *result;
 
@@ -391,7 +391,7 @@ static void *ucm_sbrk_call_orig(intptr_t increment)
     return result;
 }
 
-void *ucm_sbrk(intptr_t increment)
+UCS_F_HOT void *ucm_sbrk(intptr_t increment)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SBRK |
                                             UCM_EVENT_VM_MAPPED |
@@ -438,7 +438,7 @@ static void **ucm_mmap_curbrk_get(void)
 }
 
 /* brk() as glibc does it, keeping its __curbrk in step. */
-int ucm_mmap_brk_raw(void *addr)
+UCS_F_HOT int ucm_mmap_brk_raw(void *addr)
 {
     void **curbrk = ucm_mmap_curbrk_get();
     void *result  = (void*)ucm_sys_brk(addr);
@@ -454,7 +454,7 @@ int ucm_mmap_brk_raw(void *addr)
 }
 
 /* sbrk() as glibc does it. */
-void *ucm_mmap_sbrk_raw(intptr_t increment)
+UCS_F_HOT void *ucm_mmap_sbrk_raw(intptr_t increment)
 {
     void **curbrk = ucm_mmap_curbrk_get();
     uintptr_t old;
@@ -479,7 +479,7 @@ void *ucm_mmap_sbrk_raw(intptr_t increment)
     return (void*)old;
 }
 
-void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
+UCS_F_HOT void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
                           int flags, ...)
 {
     void *new_address = NULL;
@@ -495,14 +495,14 @@ void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
 }
 
 /* The originals, without events. */
-void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
+UCS_F_HOT void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                     off_t offset)
 {
     return (void*)ucm_sys_to_libc(
             ucm_sys_mmap(addr, length, prot, flags, fd, offset));
 }
 
-int ucm_orig_munmap(void *addr, size_t length)
+UCS_F_HOT int ucm_orig_munmap(void *addr, size_t length)
 {
     return (int)ucm_sys_to_libc(ucm_sys_munmap(addr, length));
 }
@@ -514,7 +514,7 @@ void *ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size,
             ucm_sys_mremap(old_address, old_size, new_size, flags, NULL));
 }
 
-int ucm_orig_madvise(void *addr, size_t length, int advice)
+UCS_F_HOT int ucm_orig_madvise(void *addr, size_t length, int advice)
 {
     return (int)ucm_sys_to_libc(ucm_sys_madvise(addr, length, advice));
 }

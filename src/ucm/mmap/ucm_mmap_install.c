@@ -23,8 +23,10 @@ static void *ucm_dlopen_hook(const char *filename, int flag);
 static int ucm_dlclose_hook(void *handle);
 
 #define UCM_HOOK_ENTRY(_sym, _hook, _raw, _events, _libc) \
-    {_sym, (void*)(_hook), NULL, (void*)(_raw), _events, _libc, \
+    {_sym, (void*)(_hook), (void*)(_raw), _events, _libc, \
      UCM_HOOK_STATE_NONE, ""}
+
+_Static_assert(UCM_HOOK_LAST <= UCM_HOT_ORIG_MAX, "ucm_hot.orig too small");
 
 ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
     [UCM_HOOK_MMAP]    = UCM_HOOK_ENTRY("mmap", ucm_mmap, ucm_orig_mmap,
@@ -73,7 +75,7 @@ void ucm_mmap_init(void)
         if (addr == NULL) {
             addr = dlsym(RTLD_DEFAULT, f->symbol);
         }
-        f->orig = addr;
+        ucm_hot.orig[f - ucm_hook_funcs] = addr;
     }
 }
 
@@ -131,10 +133,15 @@ static int ucm_mmap_find_libc_cb(struct dl_phdr_info *info, size_t size,
     return 1;
 }
 
+/* Symbols farther than this from every target cannot be a neighbour that
+ * matters (bounds the scan, not the result: neighbours are within bytes). */
+#define UCM_MMAP_NEIGHBOR_RANGE 0x1000
+
 /* One pass over libc's dynamic symbols: every target's size and neighbours. */
 static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
                                     ucm_bistro_target_t *targets)
 {
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
     const ElfW(Sym) *sym;
     uintptr_t addr, end;
     ucm_hook_id_t id;
@@ -151,13 +158,23 @@ static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
             targets[id].end   = targets[id].entry + sym->st_size;
         }
     }
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if (targets[id].entry != 0) {
+            lo = ucs_min(lo, targets[id].entry);
+            hi = ucs_max(hi, targets[id].entry);
+        }
+    }
     for (i = 1; i < dyn->nsyms; ++i) {
-        sym = &dyn->symtab[i];
-        if ((ELF64_ST_TYPE(sym->st_info) != STT_FUNC) || (sym->st_value == 0)) {
+        sym  = &dyn->symtab[i];
+        addr = dyn->base + sym->st_value;
+        /* only functions next to a target matter (a short jump reaches 127
+         * bytes): one compare rejects the others */
+        if ((addr + UCM_MMAP_NEIGHBOR_RANGE < lo) ||
+            (addr > hi + UCM_MMAP_NEIGHBOR_RANGE) || (sym->st_value == 0) ||
+            (ELF64_ST_TYPE(sym->st_info) != STT_FUNC)) {
             continue;
         }
-        addr = dyn->base + sym->st_value;
-        end  = addr + sym->st_size;
+        end = addr + sym->st_size;
         for (id = 0; id < UCM_HOOK_LAST; ++id) {
             if (targets[id].entry == 0) {
                 continue;
@@ -228,7 +245,7 @@ static void ucm_mmap_install_bistro(void)
         for (other = 0; other < UCM_HOOK_LAST; ++other) {
             if ((targets[other].entry == targets[id].entry) &&
                 ucm_hook_funcs[other].libc) {
-                ucm_hook_funcs[other].orig =
+                ucm_hot.orig[other] =
                         (patches[i].chained ||
                          (ucm_hook_funcs[other].raw == NULL)) ?
                                 patches[i].orig :
@@ -257,7 +274,7 @@ static ucs_status_t ucm_mmap_install_reloc(void)
             (ucm_hook_funcs[id].libc || (count > 0))) {
             patches[count].symbol   = ucm_hook_funcs[id].symbol;
             patches[count].value    = ucm_hook_funcs[id].hook;
-            patches[count].expected = ucm_hook_funcs[id].orig;
+            patches[count].expected = ucm_hot.orig[id];
             ids[count++]            = id;
         }
     }
@@ -270,7 +287,7 @@ static ucs_status_t ucm_mmap_install_reloc(void)
      * it keeps seeing the calls we now intercept */
     for (i = 0; (status == UCS_OK) && (i < count); ++i) {
         if (patches[i].foreign != NULL) {
-            ucm_hook_funcs[ids[i]].orig   = patches[i].foreign;
+            ucm_hot.orig[ids[i]]          = patches[i].foreign;
             ucm_hook_funcs[ids[i]].detail = "chained to an earlier hooker";
         }
     }
@@ -325,8 +342,8 @@ ucs_status_t ucm_mmap_install(int events)
     }
 
     /* prove it: the events must really arrive */
-    status = ucm_test_events_detail(UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED,
-                                    &failed);
+    status = ucm_mmap_test_events(UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED,
+                                  1, &failed);
     if (status != UCS_OK) {
         ucm_error("memory hooks installed in %s mode but events 0x%x do not "
                   "arrive: memory events disabled",

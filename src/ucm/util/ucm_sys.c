@@ -3,13 +3,15 @@
  */
 #include "ucm_sys.h"
 
+#include <ucs/sys/compiler_def.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #if defined(__x86_64__)
-long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
+UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
                       long a6)
 {
     register long r10 __asm__("r10") = a4;
@@ -26,7 +28,7 @@ long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
 }
 #else
 /* Other CPUs: libc's syscall() is a thin wrapper that only touches errno. */
-long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
+UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
                       long a6)
 {
     int saved = errno;
@@ -40,7 +42,7 @@ long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
 }
 #endif
 
-long ucm_sys_to_libc(long ret)
+UCS_F_HOT long ucm_sys_to_libc(long ret)
 {
     if (ucm_sys_is_err(ret)) {
         errno = (int)-ret;
@@ -49,26 +51,26 @@ long ucm_sys_to_libc(long ret)
     return ret;
 }
 
-long ucm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd,
+UCS_F_HOT long ucm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd,
                   off_t off)
 {
     return ucm_sys_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd,
                             (long)off);
 }
 
-long ucm_sys_munmap(void *addr, size_t len)
+UCS_F_HOT long ucm_sys_munmap(void *addr, size_t len)
 {
     return ucm_sys_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0, 0);
 }
 
-long ucm_sys_mremap(void *old, size_t old_size, size_t new_size, int flags,
+UCS_F_HOT long ucm_sys_mremap(void *old, size_t old_size, size_t new_size, int flags,
                     void *new_addr)
 {
     return ucm_sys_syscall6(SYS_mremap, (long)old, (long)old_size,
                             (long)new_size, flags, (long)new_addr, 0);
 }
 
-long ucm_sys_madvise(void *addr, size_t len, int advice)
+UCS_F_HOT long ucm_sys_madvise(void *addr, size_t len, int advice)
 {
     return ucm_sys_syscall6(SYS_madvise, (long)addr, (long)len, advice, 0, 0,
                             0);
@@ -94,7 +96,7 @@ long ucm_sys_shmctl(int shmid, int cmd, struct shmid_ds *buf)
     return ucm_sys_syscall6(SYS_shmctl, shmid, cmd, (long)buf, 0, 0, 0);
 }
 
-long ucm_sys_brk(void *addr)
+UCS_F_HOT long ucm_sys_brk(void *addr)
 {
     return ucm_sys_syscall6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
 }

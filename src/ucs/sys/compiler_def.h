@@ -21,6 +21,8 @@
 #define ucs_static_array_size(_a) (sizeof(_a) / sizeof((_a)[0]))
 #define UCS_F_ALWAYS_INLINE    inline __attribute__((always_inline))
 #define UCS_F_NOINLINE         __attribute__((noinline))
+/* Grouped with the other hot functions (fewer code pages on hot paths). */
+#define UCS_F_HOT              __attribute__((hot))
 #define UCS_F_CTOR             __attribute__((constructor))
 #define UCS_F_PRINTF(_f, _a)   __attribute__((format(printf, _f, _a)))
 #define UCS_F_MAYBE_UNUSED     __attribute__((unused))

@@ -1,0 +1,13 @@
+/*
+ * The page of hot state; see ucm_hot.h.
+ */
+#include "ucm_hot.h"
+
+#include <ucm/event/ucm_event.h>
+
+ucm_hot_t ucm_hot __attribute__((aligned(4096))) = {
+    /* starts with the empty list in buffer 0 (zero handlers) */
+    .event_list    = (ucm_event_list_t*)&ucm_hot.list_buf[0],
+    .rcu_gp_ctr    = 1, /* phase 0, nesting 1 */
+    .rcu_use_fence = 1  /* until membarrier is known to work */
+};
