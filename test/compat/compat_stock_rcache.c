@@ -1,8 +1,8 @@
 /*
  * Stock UCX 1.13's registration cache (libucs from Debian) running on our
  * libucm (LD_PRELOAD): a region registered through the cache must be
- * invalidated when its memory is unmapped and mapped again at the same
- * address, so the next get registers anew.  The oracle is the page frame
+ * invalidated when its memory is replaced by new pages at the same address
+ * (mmap MAP_FIXED over it), so the next get registers anew.  The oracle is the page frame
  * number read from /proc/self/pagemap (as root) and the registration count.
  *
  * Exit status: 0 pass, 1 fail, 77 skip (with the reason printed).
@@ -90,8 +90,9 @@ int main(void)
     ucs_rcache_region_put(rcache, region);
     old_pfn = compat_reg_pfn;
 
-    /* same address, new pages */
-    munmap(buf, size);
+    /* same address, new pages: mmap(MAP_FIXED) replaces the live mapping in
+     * one call (munmap first and MAP_FIXED later could clobber whatever the
+     * process mapped there in between, e.g. the rcache's own memory) */
     again = mmap(buf, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     memset(again, 2, size);
@@ -105,7 +106,7 @@ int main(void)
     printf("regs %d deregs %d pfn %llx -> %llx\n", compat_regs, compat_deregs,
            (unsigned long long)old_pfn, (unsigned long long)compat_reg_pfn);
     if ((compat_regs != 2) || (compat_deregs < 1)) {
-        printf("FAIL: stale registration reused after munmap+mmap\n");
+        printf("FAIL: stale registration reused after mmap(MAP_FIXED)\n");
         return 1;
     }
     if ((old_pfn != 0) && (old_pfn == compat_reg_pfn)) {
