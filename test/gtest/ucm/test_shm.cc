@@ -141,6 +141,34 @@ TEST_F(Shm, AttachedBehindLibucmNextToItselfReportsExactSize)
     shmdt(b);
 }
 
+/* Attached behind libucm's back, then its first page unmapped: shmdt(addr)
+ * still detaches the rest of the segment (the kernel finds the fragments by
+ * their offset from addr).  Oracle: the detached pages must be reported. */
+TEST_F(Shm, AttachedBehindLibucmFirstPageUnmapped)
+{
+    const size_t ps = page_size(), size = 4 * ps;
+    int id          = create(size);
+
+    ASSERT_GE(id, 0) << strerror(errno);
+    char *p = (char*)syscall(SYS_shmat, id, NULL, 0);
+    ASSERT_NE((void*)-1, (void*)p);
+    touch(p, size);
+    ASSERT_EQ(0, syscall(SYS_munmap, p, ps)); /* behind libucm's back too */
+    ASSERT_EQ(3u, oracle::watch(p + ps, size - ps));
+    oracle::arm();
+    ASSERT_EQ(0, shmdt(p));
+    oracle_stats s = oracle::check();
+    record(s);
+    EXPECT_FALSE(readable(p + ps)) << "the kernel detached the rest";
+    EXPECT_EQ(3u, s.changed);
+    EXPECT_EQ(0u, s.uncovered)
+            << "KNOWN BUG: src/ucm/mmap/ucm_shm.c, ucm_shm_seg_size(): with "
+               "no table entry it looks for a /proc/self/maps entry starting "
+               "exactly at shmaddr; when the first page is gone it returns 0 "
+               "and shmdt() reports nothing, although the kernel detaches "
+               "every fragment of the segment above shmaddr: " << s.str();
+}
+
 TEST_F(Shm, RemapOverMappingReportsReplacedRange)
 {
     const size_t ps = page_size();
@@ -189,6 +217,59 @@ TEST_F(Shm, SameSegmentTwiceTwoExactEvents)
     EXPECT_TRUE(readable(b));
     oracle::reset();
     detach_and_check(b, len);
+}
+
+/* In a fresh process: attach through libc before any handler exists (no
+ * hooks installed yet, so libucm's table misses it), then add a handler
+ * and detach: the event must still be exact. */
+size_t fresh_seen_len;
+uintptr_t fresh_seen_addr;
+
+void fresh_cb(ucm_event_type_t, ucm_event_t *event, void*)
+{
+    fresh_seen_addr = (uintptr_t)event->vm_unmapped.address;
+    fresh_seen_len  = event->vm_unmapped.size;
+}
+
+UCMT_CHILD_SCENARIO(shm_attached_before_hooks)
+{
+    const size_t ps = page_size(), size = 5 * ps + 7;
+    int id          = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
+
+    if (id < 0) {
+        printf("shmget: %s\n", strerror(errno));
+        return 3;
+    }
+    void *p = shmat(id, NULL, 0);
+    shmctl(id, IPC_RMID, NULL);
+    if (p == (void*)-1) {
+        return 3;
+    }
+    if (ucm_hooks_installed_mode() != UCM_MMAP_HOOK_NONE) {
+        printf("hooks already installed: the scenario is not fresh\n");
+        return 4;
+    }
+    if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, fresh_cb, NULL) !=
+        UCS_OK) {
+        return 5;
+    }
+    fresh_seen_len = 0;
+    shmdt(p);
+    printf("addr %p/%p len %zu/%zu\n", (void*)fresh_seen_addr, p,
+           fresh_seen_len, align_up(size, ps));
+    return ((fresh_seen_addr == (uintptr_t)p) &&
+            (fresh_seen_len == align_up(size, ps))) ? 0 : 1;
+}
+
+TEST(ShmFresh, AttachedBeforeHooksReportsExactSize)
+{
+    std::string reason;
+
+    if (!hooks_available(&reason)) {
+        GTEST_SKIP() << reason;
+    }
+    child_result r = run_self("shm_attached_before_hooks", {});
+    EXPECT_TRUE(r.exited_ok()) << r.str();
 }
 
 } // namespace
