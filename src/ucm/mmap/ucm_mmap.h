@@ -37,9 +37,10 @@ typedef struct ucm_hook_func {
 
 extern ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST];
 
-/* Set while libucm calls an original function that may call another hooked
- * function internally (sbrk -> brk): nested hooks then pass through. */
-extern __thread int ucm_hook_bypass __attribute__((tls_model("initial-exec")));
+/* Set while our sbrk hook runs libc's sbrk, which calls brk internally: the
+ * brk hook then passes through (the change is reported by the sbrk hook).
+ * Only brk looks at it: a signal handler's munmap meanwhile still reports. */
+extern __thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
 
 /* What the replacement calls (in ucm_hot: read on every call). */
 #define UCM_HOOK_ORIG(_id, _type) ((_type)ucm_hot.orig[_id])

@@ -26,7 +26,7 @@
 #define SHM_REMAP 040000
 #endif
 
-__thread int ucm_hook_bypass __attribute__((tls_model("initial-exec")));
+__thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
 
 int ucm_madvise_discards(int advice)
 {
@@ -47,14 +47,11 @@ int ucm_madvise_discards(int advice)
 }
 
 /* Enter a hook: returns the handler list, or NULL when the hook must pass
- * straight through (bypass, or nobody listens to any of 'events'). */
+ * straight through (nobody listens to any of 'events'). */
 static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_hook_enter(int events)
 {
     ucm_event_list_t *list;
 
-    if (ucs_unlikely(ucm_hook_bypass)) {
-        return NULL;
-    }
     ucm_rcu_read_lock();
     list = ucm_event_list_get();
     if (ucs_likely(list->events & events)) {
@@ -83,8 +80,28 @@ ucm_hook_vm(const ucm_event_list_t *list, ucm_event_type_t type, void *addr,
     }
 }
 
-UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
-               off_t offset)
+/* The native handlers that run before the original call (priority < 0);
+ * they may change the arguments, so VM_UNMAPPED is computed after them. */
+static UCS_F_ALWAYS_INLINE void
+ucm_hook_native_before(const ucm_event_list_t *list, ucm_event_type_t type,
+                       ucm_event_t *event)
+{
+    if (list->events & type) {
+        ucm_event_call(list, type, event, 1);
+    }
+}
+
+static UCS_F_ALWAYS_INLINE void
+ucm_hook_native_after(const ucm_event_list_t *list, ucm_event_type_t type,
+                      ucm_event_t *event)
+{
+    if (list->events & type) {
+        ucm_event_call(list, type, event, 0);
+    }
+}
+
+UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags,
+                         int fd, off_t offset)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MMAP |
                                             UCM_EVENT_VM_MAPPED |
@@ -96,9 +113,6 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
         return UCM_HOOK_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t)(addr, length, prot,
                                                             flags, fd, offset);
     }
-    if ((flags & MAP_FIXED) && !(flags & MAP_FIXED_NOREPLACE)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
-    }
     event.mmap.result  = MAP_FAILED;
     event.mmap.address = addr;
     event.mmap.size    = length;
@@ -106,16 +120,17 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
     event.mmap.flags   = flags;
     event.mmap.fd      = fd;
     event.mmap.offset  = offset;
-    if (list->events & UCM_EVENT_MMAP) {
-        ucm_event_call(list, UCM_EVENT_MMAP, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_MMAP, &event);
+    if ((event.mmap.flags & MAP_FIXED) &&
+        !(event.mmap.flags & MAP_FIXED_NOREPLACE)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.mmap.address,
+                    event.mmap.size);
     }
     event.mmap.result = UCM_HOOK_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t)(
             event.mmap.address, event.mmap.size, event.mmap.prot,
             event.mmap.flags, event.mmap.fd, event.mmap.offset);
     saved_errno = errno;
-    if (list->events & UCM_EVENT_MMAP) {
-        ucm_event_call(list, UCM_EVENT_MMAP, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_MMAP, &event);
     if (event.mmap.result != MAP_FAILED) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mmap.result,
                     event.mmap.size);
@@ -134,25 +149,28 @@ UCS_F_HOT int ucm_munmap(void *addr, size_t length)
     if (list == NULL) {
         return UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(addr, length);
     }
-    ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
     if (!(list->events & UCM_EVENT_MUNMAP)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
         ucm_rcu_read_unlock(); /* the original call needs no read section */
         return UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(addr, length);
     }
     event.munmap.result  = -1;
     event.munmap.address = addr;
     event.munmap.size    = length;
-    ucm_event_call(list, UCM_EVENT_MUNMAP, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_MUNMAP, &event);
+    ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.munmap.address,
+                event.munmap.size);
     event.munmap.result = UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(
             event.munmap.address, event.munmap.size);
     saved_errno = errno;
-    ucm_event_call(list, UCM_EVENT_MUNMAP, &event, 0);
+    ucm_hook_native_after(list, UCM_EVENT_MUNMAP, &event);
     ucm_hook_leave(saved_errno);
     return event.munmap.result;
 }
 
 UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
-                               size_t new_size, int flags, void *new_address)
+                                         size_t new_size, int flags,
+                                         void *new_address)
 {
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MREMAP |
                                             UCM_EVENT_VM_MAPPED |
@@ -164,6 +182,16 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
         return UCM_HOOK_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t)(
                 old_address, old_size, new_size, flags, new_address);
     }
+    event.mremap.result   = MAP_FAILED;
+    event.mremap.address  = old_address;
+    event.mremap.old_size = old_size;
+    event.mremap.new_size = new_size;
+    event.mremap.flags    = flags;
+    ucm_hook_native_before(list, UCM_EVENT_MREMAP, &event);
+    old_address = event.mremap.address;
+    old_size    = event.mremap.old_size;
+    new_size    = event.mremap.new_size;
+    flags       = event.mremap.flags;
     if (flags & MREMAP_FIXED) {
         /* whatever is mapped at the target is replaced */
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, new_address, new_size);
@@ -177,32 +205,20 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
                     (char*)old_address + new_size, old_size - new_size);
     }
-    event.mremap.result   = MAP_FAILED;
-    event.mremap.address  = old_address;
-    event.mremap.old_size = old_size;
-    event.mremap.new_size = new_size;
-    event.mremap.flags    = flags;
-    if (list->events & UCM_EVENT_MREMAP) {
-        ucm_event_call(list, UCM_EVENT_MREMAP, &event, 1);
-    }
     event.mremap.result = UCM_HOOK_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t)(
-            event.mremap.address, event.mremap.old_size, event.mremap.new_size,
-            event.mremap.flags, new_address);
+            old_address, old_size, new_size, flags, new_address);
     saved_errno = errno;
-    if (list->events & UCM_EVENT_MREMAP) {
-        ucm_event_call(list, UCM_EVENT_MREMAP, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_MREMAP, &event);
     if (event.mremap.result != MAP_FAILED) {
-        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mremap.result,
-                    event.mremap.new_size);
+        ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mremap.result, new_size);
     }
     ucm_hook_leave(saved_errno);
     return event.mremap.result;
 }
 
 /* The GOT/entry replacement: libc's prototype is variadic. */
-UCS_F_HOT void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
-                      int flags, ...)
+UCS_F_HOT void *ucm_mremap_hook(void *old_address, size_t old_size,
+                                size_t new_size, int flags, ...)
 {
     void *new_address = NULL;
     va_list ap;
@@ -232,22 +248,19 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
         return UCM_HOOK_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t)(addr, length,
                                                                   advice);
     }
-    if (ucm_madvise_discards(advice)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
-    }
     event.madvise.result = -1;
     event.madvise.addr   = addr;
     event.madvise.length = length;
     event.madvise.advice = advice;
-    if (list->events & UCM_EVENT_MADVISE) {
-        ucm_event_call(list, UCM_EVENT_MADVISE, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_MADVISE, &event);
+    if (ucm_madvise_discards(event.madvise.advice)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.madvise.addr,
+                    event.madvise.length);
     }
     event.madvise.result = UCM_HOOK_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t)(
             event.madvise.addr, event.madvise.length, event.madvise.advice);
     saved_errno = errno;
-    if (list->events & UCM_EVENT_MADVISE) {
-        ucm_event_call(list, UCM_EVENT_MADVISE, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_MADVISE, &event);
     ucm_hook_leave(saved_errno);
     return event.madvise.result;
 }
@@ -257,11 +270,12 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
     ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SHMAT |
                                             UCM_EVENT_VM_MAPPED |
                                             UCM_EVENT_VM_UNMAPPED);
-    size_t size            = ucm_shm_size_by_id(shmid);
     ucm_event_t event;
     int saved_errno;
+    size_t size;
 
     if (list == NULL) {
+        size               = ucm_shm_size_by_id(shmid);
         event.shmat.result = UCM_HOOK_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t)(
                 shmid, shmaddr, shmflg);
         if ((event.shmat.result != (void*)-1) && (size > 0)) {
@@ -271,17 +285,17 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
         }
         return event.shmat.result;
     }
-    if ((shmaddr != NULL) && (shmflg & SHM_REMAP)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
-                    (void*)((uintptr_t)shmaddr & ~(ucm_sys_page_size() - 1)),
-                    size);
-    }
     event.shmat.result  = (void*)-1;
     event.shmat.shmid   = shmid;
     event.shmat.shmaddr = shmaddr;
     event.shmat.shmflg  = shmflg;
-    if (list->events & UCM_EVENT_SHMAT) {
-        ucm_event_call(list, UCM_EVENT_SHMAT, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_SHMAT, &event);
+    size = ucm_shm_size_by_id(event.shmat.shmid);
+    if ((event.shmat.shmaddr != NULL) && (event.shmat.shmflg & SHM_REMAP)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
+                    (void*)((uintptr_t)event.shmat.shmaddr &
+                            ~(ucm_sys_page_size() - 1)),
+                    size);
     }
     event.shmat.result = UCM_HOOK_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t)(
             event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg);
@@ -289,9 +303,7 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
     if ((event.shmat.result != (void*)-1) && (size > 0)) {
         ucm_shm_table_add(event.shmat.result, size);
     }
-    if (list->events & UCM_EVENT_SHMAT) {
-        ucm_event_call(list, UCM_EVENT_SHMAT, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_SHMAT, &event);
     if (event.shmat.result != (void*)-1) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.shmat.result, size);
     }
@@ -316,14 +328,12 @@ int ucm_shmdt(const void *shmaddr)
         }
         return event.shmdt.result;
     }
-    if (list->events & UCM_EVENT_VM_UNMAPPED) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (void*)shmaddr,
-                    ucm_shm_seg_size(shmaddr));
-    }
     event.shmdt.result  = -1;
     event.shmdt.shmaddr = shmaddr;
-    if (list->events & UCM_EVENT_SHMDT) {
-        ucm_event_call(list, UCM_EVENT_SHMDT, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_SHMDT, &event);
+    if (list->events & UCM_EVENT_VM_UNMAPPED) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (void*)event.shmdt.shmaddr,
+                    ucm_shm_seg_size(event.shmdt.shmaddr));
     }
     event.shmdt.result = UCM_HOOK_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t)(
             event.shmdt.shmaddr);
@@ -331,9 +341,7 @@ int ucm_shmdt(const void *shmaddr)
     if (event.shmdt.result == 0) {
         ucm_shm_table_remove(event.shmdt.shmaddr);
     }
-    if (list->events & UCM_EVENT_SHMDT) {
-        ucm_event_call(list, UCM_EVENT_SHMDT, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_SHMDT, &event);
     ucm_hook_leave(saved_errno);
     return event.shmdt.result;
 }
@@ -345,32 +353,32 @@ UCS_F_HOT static void *ucm_brk_current(void)
 
 UCS_F_HOT int ucm_brk(void *addr)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_BRK |
-                                            UCM_EVENT_VM_MAPPED |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list;
     char *old_brk, *new_brk;
     ucm_event_t event;
     int saved_errno;
 
+    /* libc's sbrk calling its brk from inside our sbrk hook: reported there */
+    if (ucs_unlikely(ucm_hook_in_sbrk)) {
+        return UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
+    }
+    list = ucm_hook_enter(UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED |
+                          UCM_EVENT_VM_UNMAPPED);
     if (list == NULL) {
         return UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
     }
-    old_brk = ucm_brk_current();
-    if ((addr != NULL) && ((char*)addr < old_brk)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr,
-                    (size_t)(old_brk - (char*)addr));
-    }
     event.brk.result = -1;
     event.brk.addr   = addr;
-    if (list->events & UCM_EVENT_BRK) {
-        ucm_event_call(list, UCM_EVENT_BRK, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_BRK, &event);
+    old_brk = ucm_brk_current();
+    if ((event.brk.addr != NULL) && ((char*)event.brk.addr < old_brk)) {
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.brk.addr,
+                    (size_t)(old_brk - (char*)event.brk.addr));
     }
     event.brk.result = UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(
             event.brk.addr);
     saved_errno = errno;
-    if (list->events & UCM_EVENT_BRK) {
-        ucm_event_call(list, UCM_EVENT_BRK, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_BRK, &event);
     new_brk = ucm_brk_current();
     if ((event.brk.result == 0) && (new_brk > old_brk)) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, old_brk,
@@ -380,14 +388,15 @@ UCS_F_HOT int ucm_brk(void *addr)
     return event.brk.result;
 }
 
-/* Call libc's sbrk: it calls brk internally, which must not report again. */
+/* Call the original sbrk: when it is libc's own code it calls brk
+ * internally, which must not report the same change again. */
 UCS_F_HOT static void *ucm_sbrk_call_orig(intptr_t increment)
 {
     void *result;
 
-    ++ucm_hook_bypass;
+    ++ucm_hook_in_sbrk;
     result = UCM_HOOK_ORIG(UCM_HOOK_SBRK, ucm_sbrk_func_t)(increment);
-    --ucm_hook_bypass;
+    --ucm_hook_in_sbrk;
     return result;
 }
 
@@ -403,21 +412,17 @@ UCS_F_HOT void *ucm_sbrk(intptr_t increment)
     if (list == NULL) {
         return ucm_sbrk_call_orig(increment);
     }
-    if (increment < 0) {
-        old_brk = ucm_brk_current();
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_brk + increment,
-                    (size_t)-increment);
-    }
     event.sbrk.result    = (void*)-1;
     event.sbrk.increment = increment;
-    if (list->events & UCM_EVENT_SBRK) {
-        ucm_event_call(list, UCM_EVENT_SBRK, &event, 1);
+    ucm_hook_native_before(list, UCM_EVENT_SBRK, &event);
+    if (event.sbrk.increment < 0) {
+        old_brk = ucm_brk_current();
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_brk + event.sbrk.increment,
+                    (size_t)-event.sbrk.increment);
     }
     event.sbrk.result = ucm_sbrk_call_orig(event.sbrk.increment);
     saved_errno       = errno;
-    if (list->events & UCM_EVENT_SBRK) {
-        ucm_event_call(list, UCM_EVENT_SBRK, &event, 0);
-    }
+    ucm_hook_native_after(list, UCM_EVENT_SBRK, &event);
     if ((event.sbrk.result != (void*)-1) && (event.sbrk.increment > 0)) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.sbrk.result,
                     (size_t)event.sbrk.increment);

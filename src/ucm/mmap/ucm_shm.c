@@ -97,34 +97,39 @@ static size_t ucm_shm_table_lookup(const void *addr)
 
 typedef struct {
     uintptr_t     addr;
-    uintptr_t     end;   /* end of the contiguous SYSV extent found so far */
+    uintptr_t     end;   /* end of the segment's mappings found so far */
     unsigned long inode;
     int           found;
 } ucm_shm_maps_ctx_t;
 
+/* Like the kernel's shmdt(): the segment is the first SysV mapping at or
+ * above addr whose file offset matches its distance from addr (so a segment
+ * whose first pages were unmapped is still found); all its fragments up to
+ * the segment's size are detached. */
 static int ucm_shm_maps_cb(void *arg, const ucm_procmaps_entry_t *e)
 {
     ucm_shm_maps_ctx_t *ctx = arg;
 
+    if (e->end <= ctx->addr) {
+        return 0;
+    }
+    if (strncmp(e->path, "/SYSV", 5) != 0) {
+        return ctx->found; /* a foreign mapping ends the segment */
+    }
     if (!ctx->found) {
-        if (e->start != ctx->addr) {
-            return e->start > ctx->addr; /* sorted: stop once past it */
-        }
-        if (strncmp(e->path, "/SYSV", 5) != 0) {
-            return 1;
+        if ((e->start < ctx->addr) || (e->start - ctx->addr != e->offset)) {
+            return 0;
         }
         ctx->found = 1;
         ctx->inode = e->inode;
         ctx->end   = e->end;
         return 0;
     }
-    /* a segment split by mprotect() continues with the same inode */
-    if ((e->start == ctx->end) && (e->inode == ctx->inode) &&
-        !strncmp(e->path, "/SYSV", 5)) {
-        ctx->end = e->end;
-        return 0;
+    if ((e->inode != ctx->inode) || (e->start - ctx->addr != e->offset)) {
+        return 1;
     }
-    return 1;
+    ctx->end = e->end; /* a fragment (split by mprotect or a partial unmap) */
+    return 0;
 }
 
 size_t ucm_shm_seg_size(const void *addr)
