@@ -127,6 +127,12 @@ bool malloc_is_glibc(std::string *owner)
     Dl_info info;
     const char *name, *base;
 
+    if (on_valgrind()) {
+        if (owner != NULL) {
+            *owner = "valgrind's replacement (vgpreload)";
+        }
+        return false;
+    }
     if ((fn == NULL) || !dladdr(fn, &info) || (info.dli_fname == NULL)) {
         if (owner != NULL) {
             *owner = "?";
@@ -139,7 +145,7 @@ bool malloc_is_glibc(std::string *owner)
     if (owner != NULL) {
         *owner = name;
     }
-    return !strncmp(base, "libc.so", 7) && !on_valgrind();
+    return !strncmp(base, "libc.so", 7);
 }
 
 /* ---- memory probes ---- */
@@ -219,6 +225,16 @@ void touch(void *addr, size_t len)
     }
 }
 
+void no_thp(void *addr, size_t len)
+{
+    uintptr_t first = align_up((uintptr_t)addr, page_size());
+    uintptr_t last  = align_down((uintptr_t)addr + len, page_size());
+
+    if (last > first) {
+        ucm_orig_madvise((void*)first, last - first, MADV_NOHUGEPAGE);
+    }
+}
+
 void *map_anon(size_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -226,6 +242,7 @@ void *map_anon(size_t len)
     if (p == MAP_FAILED) {
         return NULL;
     }
+    no_thp(p, len);
     touch(p, len);
     return p;
 }

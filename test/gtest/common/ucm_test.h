@@ -68,6 +68,11 @@ bool readable(const void *addr);
 /* Write one byte in each page, so that every page has a frame. */
 void touch(void *addr, size_t len);
 
+/* Keep transparent huge pages (and khugepaged's collapsing, which changes
+ * frames behind everybody's back) away from the page-aligned part of a
+ * range.  Uses the original madvise: no event. */
+void no_thp(void *addr, size_t len);
+
 /* mmap of anonymous private read/write memory, touched; NULL on failure. */
 void *map_anon(size_t len);
 

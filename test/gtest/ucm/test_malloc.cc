@@ -10,6 +10,7 @@
  */
 #include "common/ucm_test.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <string.h>
@@ -53,6 +54,27 @@ protected:
         return oracle::watch((void*)first, last - first);
     }
 
+    /* Ask the allocator to give free memory back to the system now. */
+    void release_free_memory()
+    {
+        typedef void (*release_fn_t)(void);
+        typedef int (*mallctl_fn_t)(const char*, void*, size_t*, void*,
+                                    size_t);
+        release_fn_t release = reinterpret_cast<release_fn_t>(
+                dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+        mallctl_fn_t mallctl = reinterpret_cast<mallctl_fn_t>(
+                dlsym(RTLD_DEFAULT, "mallctl"));
+
+        if (release != NULL) {
+            release(); /* tcmalloc */
+        } else if (mallctl != NULL) {
+            /* jemalloc: purge every arena (MALLCTL_ARENAS_ALL) */
+            mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+        } else if (m_glibc) {
+            malloc_trim(0);
+        }
+    }
+
     bool m_glibc = false;
     std::string m_owner;
 };
@@ -63,10 +85,12 @@ TEST_F(Allocator, FreeLargeBlockReported)
     char *b           = (char*)malloc(size);
 
     ASSERT_TRUE(b != NULL);
+    no_thp(b, size);
     touch(b, size);
     ASSERT_GT(watch_inside(b, size), 0u);
     oracle::arm();
     free(b);
+    release_free_memory();
     oracle_stats s = oracle::check();
     record(s);
     UCMT_EXPECT_COVERED(s);
@@ -102,6 +126,7 @@ TEST_F(Allocator, ReallocMoveReported)
     void *blocker     = MAP_FAILED;
 
     ASSERT_TRUE(a != NULL);
+    no_thp(a, size);
     memset(a, 0x42, size);
     if (m_glibc) {
         /* occupy the page after the mmapped chunk: growing must move */
@@ -115,6 +140,7 @@ TEST_F(Allocator, ReallocMoveReported)
     ASSERT_GT(watch_inside(a, size), 0u);
     oracle::arm();
     char *b = (char*)realloc(a, 4 * size);
+    release_free_memory(); /* the old block, if it was copied */
     oracle_stats s = oracle::check();
     record(s);
     ASSERT_TRUE(b != NULL);
@@ -143,6 +169,7 @@ TEST_F(Allocator, GlibcHeapTrimReported)
     mallopt(M_TOP_PAD, 0);
     char *b = (char*)malloc(size);
     ASSERT_TRUE(b != NULL);
+    no_thp(b, size);
     touch(b, size);
     ASSERT_GT(watch_inside(b, size), 0u);
     oracle::arm();
