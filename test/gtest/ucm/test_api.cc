@@ -417,10 +417,9 @@ TEST_F(Api, NegativePriorityHandlerChangesMunmapLength)
 }
 
 /* A handler before the call enlarges munmap from one page to four: the
- * pages that then go away were never announced.  VM_UNMAPPED is dispatched
- * with the caller's arguments before the priority<0 handlers run
- * (src/ucm/mmap/ucm_mmap_hooks.c, ucm_munmap()), so a changed range is not
- * reported: KNOWN BUG (the same holds for mmap/mremap/madvise arguments). */
+ * pages that then go away must be announced.  (Regression: VM_UNMAPPED was
+ * once dispatched with the caller's arguments before the priority < 0
+ * handlers ran, in src/ucm/mmap/ucm_mmap_hooks.c, ucm_munmap().) */
 uintptr_t enlarge_target;
 
 void enlarge_cb(ucm_event_type_t type, ucm_event_t *event, void*)
@@ -450,10 +449,9 @@ TEST_F(Api, NegativePriorityHandlerEnlargesMunmap)
     EXPECT_FALSE(readable(p + 3 * ps)) << "the handler enlarged the call";
     EXPECT_EQ(4u, s.changed);
     EXPECT_EQ(0u, s.uncovered)
-            << "KNOWN BUG: pages unmapped because a priority<0 handler "
-               "changed the munmap arguments got no VM_UNMAPPED (it is "
-               "dispatched with the original arguments, before those "
-               "handlers run): " << s.str();
+            << "pages unmapped because a priority<0 handler changed the "
+               "munmap arguments got no VM_UNMAPPED (dispatched with the "
+               "original arguments?): " << s.str();
 }
 
 /* A VM_UNMAPPED handler that itself unmaps another region: the nested call

@@ -28,6 +28,7 @@ struct lib_funcs {
     int (*madvise_fn)(void*, size_t, int);
     void *(*dlopen_fn)(const char*, int);
     const char *(*name_fn)(void);
+    int (*munmap_table_fn)(void*, size_t);
 };
 
 std::string lib_path(const char *name)
@@ -50,8 +51,9 @@ bool lib_from_handle(void *handle, lib_funcs *f)
     lookup(handle, "ucmt_lib_madvise", &f->madvise_fn);
     lookup(handle, "ucmt_lib_dlopen", &f->dlopen_fn);
     lookup(handle, "ucmt_lib_name", &f->name_fn);
+    lookup(handle, "ucmt_lib_munmap_via_table", &f->munmap_table_fn);
     return f->mmap_fn && f->munmap_fn && f->mremap_fn && f->madvise_fn &&
-           f->dlopen_fn && f->name_fn;
+           f->dlopen_fn && f->name_fn && f->munmap_table_fn;
 }
 
 class Library : public ucmt::test {
@@ -138,6 +140,29 @@ protected:
         }
     }
 
+    /* munmap through a pointer in the library's initialized data */
+    void check_table_call(const lib_funcs &f)
+    {
+        const size_t ps = page_size(), len = 4 * ps;
+        char *p         = (char*)map_anon(len);
+
+        SCOPED_TRACE("library " + f.name + ", munmap via a data pointer");
+        ASSERT_TRUE(p != NULL);
+        ASSERT_EQ(4u, oracle::watch(p, len));
+        oracle::arm();
+        ASSERT_EQ(0, f.munmap_table_fn(p, len));
+        oracle_stats s = oracle::check();
+        EXPECT_EQ(4u, s.changed);
+        EXPECT_EQ(0u, s.uncovered)
+                << (reloc_mode() ? "KNOWN BUG (reloc mode): " : "")
+                << "munmap called through a function pointer that the "
+                   "dynamic linker stored in initialized data (R_X86_64_64 "
+                   "relocation) raised no VM_UNMAPPED: src/ucm/reloc/"
+                   "ucm_reloc.c, ucm_reloc_patch_relas() patches only "
+                   "JUMP_SLOT and GLOB_DAT relocations: " << s.str();
+        oracle::reset();
+    }
+
     void check_module(const char *file, int flags, const char *expect_name)
     {
         lib_funcs f;
@@ -150,6 +175,17 @@ protected:
         check_calls(f);
     }
 
+    lib_funcs open_module(const char *file, int flags)
+    {
+        lib_funcs f = lib_funcs();
+        void *h     = open(file, flags);
+
+        if ((h != NULL) && lib_from_handle(h, &f)) {
+            f.name = f.name_fn();
+        }
+        return f;
+    }
+
     std::vector<void*> m_handles;
 };
 
@@ -157,7 +193,8 @@ TEST_F(Library, LinkedAtStart)
 {
     lib_funcs f = {"linked", ucmt_linked_mmap, ucmt_linked_munmap,
                    ucmt_linked_mremap, ucmt_linked_madvise,
-                   ucmt_linked_dlopen, ucmt_linked_name};
+                   ucmt_linked_dlopen, ucmt_linked_name,
+                   ucmt_linked_munmap_via_table};
     ASSERT_EQ(std::string("linked"), f.name_fn());
     check_calls(f);
 }
@@ -166,7 +203,8 @@ TEST_F(Library, StaticArchive)
 {
     lib_funcs f = {"static", ucmt_static_mmap, ucmt_static_munmap,
                    ucmt_static_mremap, ucmt_static_madvise,
-                   ucmt_static_dlopen, ucmt_static_name};
+                   ucmt_static_dlopen, ucmt_static_name,
+                   ucmt_static_munmap_via_table};
     ASSERT_EQ(std::string("static"), f.name_fn());
     check_calls(f);
 }
@@ -232,6 +270,82 @@ TEST_F(Library, DlopenedByLibraryWithDeepBind)
     ASSERT_TRUE(lib_from_handle(h2, &inner));
     inner.name = inner.name_fn();
     check_calls(inner);
+}
+
+TEST_F(Library, LinkedAtStartFunctionPointerInData)
+{
+    lib_funcs f = lib_funcs();
+
+    f.name            = "linked";
+    f.munmap_table_fn = ucmt_linked_munmap_via_table;
+    check_table_call(f);
+}
+
+TEST_F(Library, StaticArchiveFunctionPointerInData)
+{
+    lib_funcs f = lib_funcs();
+
+    f.name            = "static";
+    f.munmap_table_fn = ucmt_static_munmap_via_table;
+    check_table_call(f);
+}
+
+TEST_F(Library, DlopenFunctionPointerInData)
+{
+    lib_funcs f = open_module("libucmt_dl.so", RTLD_NOW | RTLD_LOCAL);
+
+    ASSERT_TRUE(f.munmap_table_fn != NULL);
+    check_table_call(f);
+}
+
+/* A module's DT_NEEDED dependency is loaded by the same dlopen(): its GOT
+ * must be patched too. */
+TEST_F(Library, DlopenLoadsDependency)
+{
+    void *h = open("libucmt_top.so", RTLD_NOW | RTLD_LOCAL);
+    int (*via_needed)(void*, size_t);
+    lib_funcs needed = lib_funcs();
+
+    ASSERT_TRUE(h != NULL);
+    lookup(h, "ucmt_lib_munmap_via_needed", &via_needed);
+    lookup(h, "ucmt_needed_mmap", &needed.mmap_fn);
+    lookup(h, "ucmt_needed_munmap", &needed.munmap_fn);
+    lookup(h, "ucmt_needed_mremap", &needed.mremap_fn);
+    lookup(h, "ucmt_needed_madvise", &needed.madvise_fn);
+    lookup(h, "ucmt_needed_name", &needed.name_fn);
+    ASSERT_TRUE(via_needed && needed.mmap_fn && needed.munmap_fn &&
+                needed.mremap_fn && needed.madvise_fn && needed.name_fn);
+    needed.name = needed.name_fn();
+    ASSERT_EQ(std::string("needed"), needed.name);
+    check_calls(needed);
+
+    const size_t ps = page_size();
+    char *p         = (char*)map_anon(2 * ps);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(2u, oracle::watch(p, 2 * ps));
+    oracle::arm();
+    ASSERT_EQ(0, via_needed(p, 2 * ps));
+    oracle_stats s = oracle::check();
+    EXPECT_EQ(2u, s.changed);
+    UCMT_EXPECT_COVERED(s);
+}
+
+/* dlmopen() into the base namespace loads a library like dlopen() does. */
+TEST_F(Library, DlmopenBaseNamespace)
+{
+    void *h = dlmopen(LM_ID_BASE, lib_path("libucmt_nested.so").c_str(),
+                      RTLD_NOW | RTLD_LOCAL);
+    lib_funcs f;
+
+    ASSERT_TRUE(h != NULL) << dlerror();
+    m_handles.push_back(h);
+    ASSERT_TRUE(lib_from_handle(h, &f));
+    f.name = f.name_fn();
+    SCOPED_TRACE(reloc_mode() ?
+                 "KNOWN BUG (reloc mode): dlmopen() is not hooked (only "
+                 "dlopen/dlclose are, src/ucm/mmap/ucm_mmap_install.c), so "
+                 "the GOT of a library it loads is not patched" : "");
+    check_calls(f);
 }
 
 } // namespace

@@ -143,7 +143,9 @@ TEST_F(Shm, AttachedBehindLibucmNextToItselfReportsExactSize)
 
 /* Attached behind libucm's back, then its first page unmapped: shmdt(addr)
  * still detaches the rest of the segment (the kernel finds the fragments by
- * their offset from addr).  Oracle: the detached pages must be reported. */
+ * their offset from addr).  Oracle: the detached pages must be reported.
+ * (Regression: src/ucm/mmap/ucm_shm.c, ucm_shm_seg_size() once looked only
+ * for a mapping starting exactly at addr and reported nothing.) */
 TEST_F(Shm, AttachedBehindLibucmFirstPageUnmapped)
 {
     const size_t ps = page_size(), size = 4 * ps;
@@ -162,11 +164,8 @@ TEST_F(Shm, AttachedBehindLibucmFirstPageUnmapped)
     EXPECT_FALSE(readable(p + ps)) << "the kernel detached the rest";
     EXPECT_EQ(3u, s.changed);
     EXPECT_EQ(0u, s.uncovered)
-            << "KNOWN BUG: src/ucm/mmap/ucm_shm.c, ucm_shm_seg_size(): with "
-               "no table entry it looks for a /proc/self/maps entry starting "
-               "exactly at shmaddr; when the first page is gone it returns 0 "
-               "and shmdt() reports nothing, although the kernel detaches "
-               "every fragment of the segment above shmaddr: " << s.str();
+            << "shmdt() detached fragments of a segment whose first page "
+               "was gone without reporting them: " << s.str();
 }
 
 TEST_F(Shm, RemapOverMappingReportsReplacedRange)

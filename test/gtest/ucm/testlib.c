@@ -52,6 +52,29 @@ void *UCMT_FN(UCMT_PREFIX, dlopen)(const char *path, int flags)
     return dlopen(path, flags);
 }
 
+/* munmap through a function pointer stored in initialized data: the
+ * dynamic linker fills it with an absolute relocation (R_X86_64_64), not a
+ * GOT/PLT slot. */
+int (*UCMT_FN(UCMT_PREFIX, munmap_table)[1])(void*, size_t) = {munmap};
+
+int UCMT_FN(UCMT_PREFIX, munmap_via_table)(void *addr, size_t len)
+{
+    int (*volatile *entry)(void*, size_t) =
+            &UCMT_FN(UCMT_PREFIX, munmap_table)[0];
+
+    return (*entry)(addr, len);
+}
+
+#ifdef UCMT_NEEDED_PREFIX
+/* A library that depends (DT_NEEDED) on another test library: calls it. */
+UCMT_TESTLIB_DECLARE(UCMT_NEEDED_PREFIX);
+
+int UCMT_FN(UCMT_PREFIX, munmap_via_needed)(void *addr, size_t len)
+{
+    return UCMT_FN(UCMT_NEEDED_PREFIX, munmap)(addr, len);
+}
+#endif
+
 const char *UCMT_FN(UCMT_PREFIX, name)(void)
 {
     return UCMT_LIB_NAME;
