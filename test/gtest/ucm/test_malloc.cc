@@ -182,6 +182,48 @@ TEST_F(Allocator, GlibcHeapTrimReported)
     EXPECT_GT(s.changed, 0u) << "glibc did not trim the heap";
 }
 
+/* A block from a thread's own arena (an mmapped heap, not the brk heap):
+ * freeing it shrinks that heap with madvise/mmap/munmap inside glibc. */
+void *arena_thread(void *arg)
+{
+    const size_t size = 4 * 1024 * 1024;
+    char *b           = (char*)malloc(size);
+    uintptr_t first, last;
+
+    if (b == NULL) {
+        return NULL;
+    }
+    no_thp(b, size);
+    touch(b, size);
+    first = align_up((uintptr_t)b, page_size());
+    last  = align_down((uintptr_t)b + size, page_size());
+    *(size_t*)arg = oracle::watch((void*)first, last - first);
+    free(b);
+    malloc_trim(0);
+    return NULL;
+}
+
+TEST_F(Allocator, GlibcThreadArenaTrimReported)
+{
+    pthread_t thread;
+    size_t watched = 0;
+
+    if (!m_glibc) {
+        GTEST_SKIP() << "thread arenas are a glibc malloc path; malloc here "
+                        "is " << m_owner;
+    }
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024); /* from the arena's heap */
+    oracle::arm();
+    ASSERT_EQ(0, pthread_create(&thread, NULL, arena_thread, &watched));
+    pthread_join(thread, NULL);
+    oracle_stats s = oracle::check();
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    record(s);
+    ASSERT_GT(watched, 0u);
+    UCMT_EXPECT_COVERED(s);
+    EXPECT_GT(s.changed, 0u) << "glibc did not shrink the thread's heap";
+}
+
 /*
  * Thread stacks: glibc drops the unused part of a thread's stack with
  * madvise when the thread exits, and unmaps stacks beyond its cache

@@ -129,6 +129,100 @@ TEST_F(Stress, ThreadsUnmapWhileHandlersChurn)
     EXPECT_EQ(0, lost_events.load()) << "munmap calls without VM_UNMAPPED";
 }
 
+/* More live threads inside hooks than libucm has RCU reader slots (1024):
+ * the rest go through the shared overflow counters.  No event may be lost
+ * and handler removal must still wait for every reader. */
+pthread_mutex_t many_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t many_cond  = PTHREAD_COND_INITIALIZER;
+bool many_go              = false;
+
+void many_unmap_once()
+{
+    const size_t ps = page_size();
+    char *p         = (char*)mmap(NULL, ps, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p == MAP_FAILED) {
+        return;
+    }
+    p[0]          = 1;
+    t_target_hit  = 0;
+    t_target_addr = (uintptr_t)p;
+    t_target_len  = ps;
+    munmap(p, ps);
+    t_target_len = 0;
+    if (!t_target_hit) {
+        ++lost_events;
+    }
+    ++unmaps_done;
+}
+
+void *many_worker(void*)
+{
+    unsigned i;
+
+    many_unmap_once(); /* takes a reader slot, if one is left */
+    /* stay alive until every thread exists */
+    pthread_mutex_lock(&many_lock);
+    while (!many_go) {
+        pthread_cond_wait(&many_cond, &many_lock);
+    }
+    pthread_mutex_unlock(&many_lock);
+    for (i = 0; i < 10; ++i) {
+        many_unmap_once();
+    }
+    return NULL;
+}
+
+TEST_F(Stress, MoreThreadsThanRcuSlots)
+{
+    const unsigned n = 1100;
+    std::vector<pthread_t> threads;
+    std::atomic<long> counter(0);
+    pthread_attr_t attr;
+    unsigned i, created;
+
+    if (on_valgrind()) {
+        GTEST_SKIP() << "valgrind runs at most 500 threads by default";
+    }
+    lost_events = 0;
+    unmaps_done = 0;
+    many_go     = false;
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                            per_thread_cb, NULL));
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+    for (i = 0; i < n; ++i) {
+        pthread_t t;
+        if (pthread_create(&t, &attr, many_worker, NULL) != 0) {
+            break;
+        }
+        threads.push_back(t);
+    }
+    created = (unsigned)threads.size();
+    pthread_mutex_lock(&many_lock);
+    many_go = true;
+    pthread_cond_broadcast(&many_cond);
+    pthread_mutex_unlock(&many_lock);
+    /* handlers come and go while all of them unmap */
+    for (i = 0; i < 20; ++i) {
+        EXPECT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED,
+                                                (int)(i % 5) - 2, churn_cb,
+                                                &counter));
+        ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, churn_cb, &counter);
+    }
+    for (i = 0; i < created; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    pthread_attr_destroy(&attr);
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, per_thread_cb, NULL);
+    std::cout << "[ stress ] threads=" << created
+              << " unmaps=" << unmaps_done.load() << std::endl;
+    EXPECT_GT(created, 1024u) << "could not create enough threads";
+    EXPECT_EQ(11l * created, unmaps_done.load());
+    EXPECT_EQ(0, lost_events.load()) << "munmap calls without VM_UNMAPPED";
+}
+
 /* ---- munmap from a signal handler ---- */
 
 const unsigned SIG_REGIONS_MAX = 256;
