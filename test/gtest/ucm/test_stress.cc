@@ -223,6 +223,109 @@ TEST_F(Stress, MoreThreadsThanRcuSlots)
     EXPECT_EQ(0, lost_events.load()) << "munmap calls without VM_UNMAPPED";
 }
 
+/* ---- installing the hooks while other threads run the hooked code ---- */
+
+std::atomic<bool> load_installed(false), load_stop(false);
+std::atomic<long> load_lost(0);
+std::atomic<long> load_iters[3];
+
+void *load_worker(void *arg)
+{
+    std::atomic<long> *iters = (std::atomic<long>*)arg;
+    const size_t ps          = page_size();
+    long i;
+
+    for (i = 0; !load_stop.load() && (i < 50000000); ++i) {
+        char *p = (char*)mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            continue;
+        }
+        p[0] = 1;
+        madvise(p, ps, MADV_DONTNEED);
+        bool armed    = load_installed.load();
+        t_target_hit  = 0;
+        t_target_addr = (uintptr_t)p;
+        t_target_len  = 2 * ps;
+        munmap(p, 2 * ps);
+        t_target_len = 0;
+        if (armed && !t_target_hit) {
+            ++load_lost;
+        }
+        ++*iters;
+    }
+    return NULL;
+}
+
+/* wait (bounded) until every worker did 'more' iterations past 'base' */
+void load_wait(const long *base, long more)
+{
+    unsigned spins, i;
+
+    for (spins = 0; spins < 2000000; ++spins) {
+        for (i = 0; i < 3; ++i) {
+            if (load_iters[i].load() < base[i] + more) {
+                break;
+            }
+        }
+        if (i == 3) {
+            return;
+        }
+        sched_yield();
+    }
+}
+
+/* A fresh process: no hooks yet when the threads start. */
+UCMT_CHILD_SCENARIO(install_under_load)
+{
+    pthread_t threads[3];
+    long base[3] = {0, 0, 0}, after[3];
+    unsigned i;
+
+    if (ucm_hooks_installed_mode() != UCM_MMAP_HOOK_NONE) {
+        printf("hooks already installed\n");
+        return 3;
+    }
+    for (i = 0; i < 3; ++i) {
+        load_iters[i] = 0;
+        if (pthread_create(&threads[i], NULL, load_worker, &load_iters[i]) !=
+            0) {
+            return 4;
+        }
+    }
+    load_wait(base, 50);
+    ucs_status_t status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                                per_thread_cb, NULL);
+    load_installed = true;
+    for (i = 0; i < 3; ++i) {
+        after[i] = load_iters[i].load();
+    }
+    load_wait(after, 200);
+    load_stop = true;
+    for (i = 0; i < 3; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    printf("status %d, lost %ld, iterations %ld/%ld/%ld\n", (int)status,
+           load_lost.load(), load_iters[0].load(), load_iters[1].load(),
+           load_iters[2].load());
+    return ((status == UCS_OK) && (load_lost.load() == 0)) ? 0 : 1;
+}
+
+TEST(Install, WhileOtherThreadsCallHookedFunctions)
+{
+    const unsigned runs = scaled(5, 1);
+    std::string reason;
+    unsigned r;
+
+    if (!hooks_available(&reason)) {
+        GTEST_SKIP() << reason;
+    }
+    for (r = 0; r < runs; ++r) {
+        child_result res = run_self("install_under_load", {});
+        EXPECT_TRUE(res.exited_ok()) << "run " << r << ": " << res.str();
+    }
+}
+
 /* ---- munmap from a signal handler ---- */
 
 const unsigned SIG_REGIONS_MAX = 256;
