@@ -652,9 +652,9 @@ void *unset_worker(void*)
 
 TEST_F(Api, UnsetHandlerMultiThreadNoLateCall)
 {
-    const unsigned rounds = scaled(200, 4), nthreads = 3;
+    const unsigned rounds = scaled(200, 4), nthreads = scaled(3, 1);
     const unsigned wait_spins = scaled(100000, 200);
-    pthread_t threads[nthreads];
+    pthread_t threads[3];
     unset_slot slot;
     long total_calls = 0, violations = 0, active_after = 0;
     unsigned r, i, spins;
