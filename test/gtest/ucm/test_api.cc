@@ -652,7 +652,7 @@ void *unset_worker(void*)
 
 TEST_F(Api, UnsetHandlerMultiThreadNoLateCall)
 {
-    const unsigned rounds = scaled(200, 4), nthreads = scaled(3, 1);
+    const unsigned rounds = scaled(100, 4), nthreads = scaled(3, 1);
     const unsigned wait_spins = scaled(100000, 200);
     pthread_t threads[3];
     unset_slot slot;
