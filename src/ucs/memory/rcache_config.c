@@ -1,0 +1,63 @@
+/*
+ * UCX_RCACHE_* configuration: names, defaults and parsing with the shared
+ * table-driven parser.
+ */
+#include "rcache_int.h"
+
+#include <ucs/config/ucs_config_parse.h>
+#include <stdlib.h>
+
+#define UCS_RCACHE_CONFIG_FIELD(_name, _dfl, _doc, _field, _type) \
+    {_name, _dfl, _doc, offsetof(ucs_rcache_config_t, _field), _type, NULL}
+
+static const ucs_config_field_t ucs_rcache_config_table[] = {
+    UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_REGIONS", "inf",
+                            "Most regions kept in a registration cache",
+                            max_regions, UCS_CONFIG_TYPE_ULONG),
+    UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_SIZE", "inf",
+                            "Most bytes kept registered by a cache",
+                            max_size, UCS_CONFIG_TYPE_SIZE),
+    UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_UNRELEASED", "inf",
+                            "Invalidated bytes that trigger an immediate "
+                            "cleanup",
+                            max_unreleased, UCS_CONFIG_TYPE_SIZE),
+    UCS_RCACHE_CONFIG_FIELD("RCACHE_MEM_PRIO", "1000",
+                            "Priority of the cache's memory event handler",
+                            mem_prio, UCS_CONFIG_TYPE_UINT),
+    UCS_RCACHE_CONFIG_FIELD("RCACHE_PURGE_ON_FORK", "no",
+                            "Invalidate every region before fork()",
+                            purge_on_fork, UCS_CONFIG_TYPE_BOOL),
+    UCS_RCACHE_CONFIG_FIELD("RCACHE_CHECK_PFN", "0",
+                            "Pages of a region whose page frames are checked "
+                            "on every hit (0: off; debug)",
+                            check_pfn, UCS_CONFIG_TYPE_UINT),
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
+};
+
+static void ucs_rcache_config_error(const char *var, const char *value,
+                                    const char *accepted, void *arg)
+{
+    ucs_rcache_error("%s: invalid value '%s' (accepted: %s)", var, value,
+                     accepted);
+}
+
+ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
+                                    int *explicit_prio, int *explicit_purge)
+{
+    ucs_rcache_config_t tmp;
+    ucs_status_t status;
+
+    status = ucs_config_set_defaults(ucs_rcache_config_table, &tmp);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = ucs_config_parse_env("UCX_", ucs_rcache_config_table, &tmp,
+                                  ucs_rcache_config_error, NULL);
+    if (status != UCS_OK) {
+        return status;
+    }
+    *config         = tmp;
+    *explicit_prio  = getenv("UCX_RCACHE_MEM_PRIO") != NULL;
+    *explicit_purge = getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL;
+    return UCS_OK;
+}

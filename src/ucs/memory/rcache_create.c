@@ -1,0 +1,207 @@
+/*
+ * Registration cache creation (parameter and UCX_RCACHE_* validation, event
+ * handler) and destruction.
+ */
+#include "rcache_int.h"
+
+#include <ucm/api/ucm.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int ucs_rcache_is_pow2(size_t x)
+{
+    return (x != 0) && ((x & (x - 1)) == 0);
+}
+
+static ucs_status_t ucs_rcache_params_check(const ucs_rcache_params_t *params,
+                                            const char *name)
+{
+    size_t page_size = sysconf(_SC_PAGESIZE);
+
+    if (params->region_struct_size < sizeof(ucs_rcache_region_t)) {
+        ucs_rcache_error("%s: region_struct_size %zu is below %zu", name,
+                         params->region_struct_size,
+                         sizeof(ucs_rcache_region_t));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!ucs_rcache_is_pow2(params->alignment) ||
+        (params->alignment < UCS_RCACHE_MIN_ALIGNMENT) ||
+        (params->alignment > page_size)) {
+        ucs_rcache_error("%s: alignment %zu is not a power of 2 in [%lu, %zu]",
+                         name, params->alignment, UCS_RCACHE_MIN_ALIGNMENT,
+                         page_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->max_alignment != 0) &&
+        (!ucs_rcache_is_pow2(params->max_alignment) ||
+         (params->max_alignment < params->alignment))) {
+        ucs_rcache_error("%s: max_alignment %zu is not a power of 2 >= "
+                         "alignment %zu", name, params->max_alignment,
+                         params->alignment);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->ops == NULL) || (params->ops->mem_reg == NULL) ||
+        (params->ops->mem_dereg == NULL)) {
+        ucs_rcache_error("%s: ops->mem_reg and ops->mem_dereg are required",
+                         name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (params->ucm_events & ~(UCM_EVENT_VM_UNMAPPED |
+                               UCM_EVENT_MEM_TYPE_FREE)) {
+        ucs_rcache_error("%s: ucm_events 0x%x: only VM_UNMAPPED and "
+                         "MEM_TYPE_FREE are supported", name,
+                         params->ucm_events);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+/* 0 in a limit parameter means "no limit". */
+static size_t ucs_rcache_limit(size_t param, size_t config)
+{
+    return ucs_min((param == 0) ? SIZE_MAX : param, config);
+}
+
+static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
+                                    const ucs_rcache_params_t *params,
+                                    const ucs_rcache_config_t *config,
+                                    int explicit_prio, int explicit_purge)
+{
+    rcache->max_regions    = ucs_rcache_limit(params->max_regions,
+                                              config->max_regions);
+    rcache->max_size       = ucs_rcache_limit(params->max_size,
+                                              config->max_size);
+    rcache->max_unreleased = ucs_rcache_limit(params->max_unreleased,
+                                              config->max_unreleased);
+    if (explicit_prio) {
+        rcache->params.ucm_event_priority = (int)config->mem_prio;
+    }
+    rcache->purge_on_fork  = explicit_purge ? config->purge_on_fork :
+                             !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
+    rcache->check_pfn      = (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ?
+                             0 : config->check_pfn;
+}
+
+ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
+                               const char *name,
+                               ucs_stats_node_t *stats_parent,
+                               ucs_rcache_t **rcache_p)
+{
+    int explicit_prio, explicit_purge;
+    ucs_rcache_config_t config;
+    ucs_rcache_t *rcache;
+    ucs_status_t status;
+
+    if ((params == NULL) || (rcache_p == NULL)) {
+        ucs_rcache_error("ucs_rcache_create: NULL %s",
+                         (params == NULL) ? "params" : "rcache_p");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (name == NULL) {
+        name = "rcache";
+    }
+    status = ucs_rcache_params_check(params, name);
+    if (status != UCS_OK) {
+        goto err;
+    }
+    status = ucs_rcache_config_read(&config, &explicit_prio, &explicit_purge);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    rcache = calloc(1, sizeof(*rcache));
+    if (rcache == NULL) {
+        ucs_rcache_error("%s: no memory for the cache", name);
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
+    rcache->params = *params;
+    snprintf(rcache->name, sizeof(rcache->name), "%s", name);
+    ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
+                            explicit_purge);
+    pthread_spin_init(&rcache->lock, PTHREAD_PROCESS_PRIVATE);
+    pthread_mutex_init(&rcache->reg_lock, NULL);
+    ucs_range_index_init(&rcache->index);
+    ucs_list_head_init(&rcache->lru);
+    ucs_list_head_init(&rcache->pending);
+    ucs_list_head_init(&rcache->fork_link);
+
+    status = ucs_rcache_fork_register(rcache);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+    rcache->events = params->ucm_events;
+    if (rcache->events != 0) {
+        status = ucm_set_event_handler(rcache->events,
+                                       rcache->params.ucm_event_priority,
+                                       (ucm_event_callback_t)ucs_rcache_event_cb,
+                                       rcache);
+        if (status != UCS_OK) {
+            ucs_rcache_error("%s: cannot install memory event handler: %s",
+                             name, ucs_status_string(status));
+            goto err_fork;
+        }
+    }
+    *rcache_p = rcache;
+    return UCS_OK;
+
+err_fork:
+    ucs_rcache_fork_unregister(rcache);
+err_free:
+    pthread_mutex_destroy(&rcache->reg_lock);
+    pthread_spin_destroy(&rcache->lock);
+    free(rcache);
+err:
+    return status;
+}
+
+ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
+{
+    ucs_range_index_t *index;
+    ucs_list_link_t dead;
+    unsigned long held;
+    size_t pos;
+
+    if (rcache == NULL) {
+        ucs_rcache_error("ucs_rcache_destroy: NULL rcache");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (rcache->events != 0) {
+        ucm_unset_event_handler(rcache->events,
+                                (ucm_event_callback_t)ucs_rcache_event_cb,
+                                rcache);
+    }
+    ucs_rcache_fork_unregister(rcache);
+
+    ucs_list_head_init(&dead);
+    pthread_mutex_lock(&rcache->reg_lock);
+    pthread_spin_lock(&rcache->lock);
+    index = &rcache->index;
+    for (pos = 0; pos < index->count; ++pos) {
+        ucs_rcache_region_tombstone_locked(rcache,
+                (ucs_rcache_region_t*)index->regions[pos]);
+    }
+    ucs_rcache_purge_locked(rcache, &dead);
+    pthread_spin_unlock(&rcache->lock);
+    pthread_mutex_unlock(&rcache->reg_lock);
+    ucs_rcache_regions_release(rcache, &dead);
+
+    held = ucs_rcache_atomic_load(&rcache->live_regions);
+    if (held != 0) {
+        ucs_rcache_error("%s: destroyed with %lu region(s) still held; "
+                         "leaking them and the cache", rcache->name, held);
+        return UCS_ERR_BUSY;
+    }
+    ucs_range_index_cleanup(&rcache->index);
+    pthread_mutex_destroy(&rcache->reg_lock);
+    pthread_spin_destroy(&rcache->lock);
+    free(rcache);
+    return UCS_OK;
+}
+
+void ucs_rcache_destroy(ucs_rcache_t *rcache)
+{
+    (void)ucs_rcache_destroy_checked(rcache);
+}

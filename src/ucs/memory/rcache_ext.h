@@ -1,0 +1,45 @@
+/*
+ * Additions to the UCX 1.13 registration cache API (nothing there changes):
+ * statistics query and print, and a destroy that reports held regions.
+ * Thread-safe; not callable from hook context.
+ */
+#ifndef UCS_RCACHE_EXT_H_
+#define UCS_RCACHE_EXT_H_
+
+#include <ucs/memory/rcache.h>
+#include <stdint.h>
+#include <stdio.h>
+
+BEGIN_C_DECLS
+
+typedef struct ucs_rcache_stats {
+    uint64_t gets;          /* ucs_rcache_get() calls that passed validation */
+    uint64_t hits_fast;     /* found without taking the registration path */
+    uint64_t hits_slow;     /* found on the registration path */
+    uint64_t misses;        /* needed a registration */
+    uint64_t merges;        /* registrations that absorbed other regions */
+    uint64_t evictions;     /* regions dropped by MAX_REGIONS / MAX_SIZE or
+                               to retry a failed registration */
+    uint64_t unmap_invalidations; /* regions dropped by unmap events */
+    uint64_t regs;          /* successful mem_reg calls */
+    uint64_t reg_failures;  /* failed mem_reg calls */
+    uint64_t deregs;        /* mem_dereg calls */
+    uint64_t stale_pfn;     /* CHECK_PFN: hits whose page frames changed */
+    uint64_t regions;       /* regions in the cache now */
+    uint64_t total_size;    /* their bytes */
+} ucs_rcache_stats_t;
+
+/* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */
+ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
+                                    ucs_rcache_stats_t *stats);
+
+/* Print name and counters, one line each, to stream. */
+void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream);
+
+/* Like ucs_rcache_destroy(), but returns UCS_ERR_BUSY (and leaks them, with
+ * the cache) if regions are still held; UCS_ERR_INVALID_PARAM for NULL. */
+ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache);
+
+END_C_DECLS
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * fork() support: one pthread_atfork() set for all caches.
+ *  - prepare: take every cache's locks (so the child never inherits one held
+ *    mid-update) and, with PURGE_ON_FORK, tombstone every region;
+ *  - parent: release the locks (tombstones are purged by the next call);
+ *  - child: fresh locks, a new fork generation (regions registered by the
+ *    parent are freed without mem_dereg), and every region tombstoned, so the
+ *    child's cache is usable and empty of the parent's registrations.
+ */
+#include "rcache_int.h"
+
+static pthread_mutex_t ucs_rcache_fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static ucs_list_link_t ucs_rcache_fork_list = {&ucs_rcache_fork_list,
+                                               &ucs_rcache_fork_list};
+static pthread_once_t  ucs_rcache_fork_once = PTHREAD_ONCE_INIT;
+static int             ucs_rcache_fork_status;
+
+#define ucs_rcache_fork_for_each(_rcache) \
+    for (ucs_list_link_t *_l = ucs_rcache_fork_list.next; \
+         (_l != &ucs_rcache_fork_list) && \
+         ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork_link)), 1); \
+         _l = _l->next)
+
+static void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
+{
+    size_t pos;
+
+    for (pos = 0; pos < rcache->index.count; ++pos) {
+        ucs_rcache_region_tombstone_locked(rcache,
+                (ucs_rcache_region_t*)rcache->index.regions[pos]);
+    }
+}
+
+static void ucs_rcache_fork_prepare(void)
+{
+    ucs_rcache_t *rcache;
+
+    pthread_mutex_lock(&ucs_rcache_fork_lock);
+    ucs_rcache_fork_for_each(rcache) {
+        pthread_mutex_lock(&rcache->reg_lock);
+        pthread_spin_lock(&rcache->lock);
+        if (rcache->purge_on_fork) {
+            ucs_rcache_tombstone_all_locked(rcache);
+        }
+    }
+}
+
+static void ucs_rcache_fork_parent(void)
+{
+    ucs_rcache_t *rcache;
+
+    ucs_rcache_fork_for_each(rcache) {
+        pthread_spin_unlock(&rcache->lock);
+        pthread_mutex_unlock(&rcache->reg_lock);
+    }
+    pthread_mutex_unlock(&ucs_rcache_fork_lock);
+}
+
+static void ucs_rcache_fork_child(void)
+{
+    ucs_rcache_t *rcache;
+
+    ucs_rcache_fork_for_each(rcache) {
+        pthread_spin_init(&rcache->lock, PTHREAD_PROCESS_PRIVATE);
+        pthread_mutex_init(&rcache->reg_lock, NULL);
+        rcache->fork_gen++;
+        rcache->inflight.active = 0;
+        rcache->maps.valid      = 0;
+        ucs_rcache_tombstone_all_locked(rcache);
+    }
+    pthread_mutex_init(&ucs_rcache_fork_lock, NULL);
+}
+
+static void ucs_rcache_fork_init(void)
+{
+    ucs_rcache_fork_status = pthread_atfork(ucs_rcache_fork_prepare,
+                                            ucs_rcache_fork_parent,
+                                            ucs_rcache_fork_child);
+}
+
+ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache)
+{
+    pthread_once(&ucs_rcache_fork_once, ucs_rcache_fork_init);
+    if (ucs_rcache_fork_status != 0) {
+        ucs_rcache_error("%s: pthread_atfork failed", rcache->name);
+        return UCS_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&ucs_rcache_fork_lock);
+    ucs_list_add_tail(&ucs_rcache_fork_list, &rcache->fork_link);
+    pthread_mutex_unlock(&ucs_rcache_fork_lock);
+    return UCS_OK;
+}
+
+void ucs_rcache_fork_unregister(ucs_rcache_t *rcache)
+{
+    pthread_mutex_lock(&ucs_rcache_fork_lock);
+    if (!ucs_list_is_empty(&rcache->fork_link)) {
+        ucs_list_del(&rcache->fork_link);
+        ucs_list_head_init(&rcache->fork_link);
+    }
+    pthread_mutex_unlock(&ucs_rcache_fork_lock);
+}

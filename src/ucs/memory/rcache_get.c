@@ -1,0 +1,295 @@
+/*
+ * Registration path of ucs_rcache_get() (a miss): merge with overlapping and
+ * adjacent regions, check protection against the mappings, register with no
+ * spinlock held, retry unmerged / after eviction, and insert.
+ */
+#include "rcache_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Registrations redone because their range was unmapped meanwhile. */
+#define UCS_RCACHE_INFLIGHT_RETRIES 16
+
+typedef struct {
+    ucs_pgt_addr_t start, end;
+    int            prot;
+    int            merged;
+} ucs_rcache_span_t;
+
+static ucs_rcache_region_t *
+ucs_rcache_lookup_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                         ucs_pgt_addr_t end, int prot)
+{
+    ucs_rcache_region_t *region;
+
+    region = (ucs_rcache_region_t*)ucs_range_index_find(&rcache->index, start);
+    if ((region == NULL) || (end > region->super.end) ||
+        (prot & ~region->prot) ||
+        (region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
+        return NULL;
+    }
+    return region;
+}
+
+/* Union of the request with every region it overlaps or touches. */
+static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
+                                         ucs_rcache_span_t *span)
+{
+    ucs_range_index_t *index = &rcache->index;
+    ucs_pgt_region_t *r;
+    size_t pos;
+
+    pos = ucs_range_index_lower(index, span->start ? span->start - 1 : 0);
+    for (; (pos < index->count) && (index->regions[pos]->start <= span->end);
+         ++pos) {
+        r = index->regions[pos];
+        if (r->end < span->start) {
+            continue;
+        }
+        span->start   = ucs_min(span->start, r->start);
+        span->end     = ucs_max(span->end, r->end);
+        span->prot   |= ((ucs_rcache_region_t*)r)->prot;
+        span->merged  = 1;
+    }
+}
+
+static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache)
+{
+    ucs_range_index_spare_t spare = {0};
+    size_t need;
+    ucs_status_t status;
+
+    pthread_spin_lock(&rcache->lock);
+    need = rcache->index.count + 1;
+    pthread_spin_unlock(&rcache->lock);
+    if (need <= rcache->index.capacity) {
+        return UCS_OK; /* only the registration path (reg_lock) inserts */
+    }
+    status = ucs_range_index_grow_alloc(need * 2, &spare);
+    if (status != UCS_OK) {
+        return status;
+    }
+    pthread_spin_lock(&rcache->lock);
+    ucs_range_index_grow_install(&rcache->index, &spare);
+    pthread_spin_unlock(&rcache->lock);
+    ucs_range_index_spare_free(&spare);
+    return UCS_OK;
+}
+
+static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache)
+{
+    ucs_rcache_region_hdr_t *hdr;
+    ucs_rcache_region_t *region;
+
+    hdr = malloc(sizeof(*hdr) + rcache->params.region_struct_size);
+    if (hdr == NULL) {
+        return NULL;
+    }
+    memset(hdr, 0, sizeof(*hdr) + rcache->params.region_struct_size);
+    ucs_list_head_init(&hdr->comps);
+    hdr->fork_gen = rcache->fork_gen;
+    ucs_rcache_atomic_add(&rcache->live_regions, 1);
+    region = (ucs_rcache_region_t*)(hdr + 1);
+    return region;
+}
+
+/* mem_reg of span with the in-flight range published to the unmap handler. */
+static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
+                                        ucs_rcache_region_t *region,
+                                        const ucs_rcache_span_t *span,
+                                        void *arg, uint16_t flags)
+{
+    ucs_status_t status;
+
+    region->super.start = span->start;
+    region->super.end   = span->end;
+    region->prot        = span->prot;
+    region->status      = UCS_INPROGRESS;
+
+    pthread_spin_lock(&rcache->lock);
+    rcache->inflight.start       = span->start;
+    rcache->inflight.end         = span->end;
+    rcache->inflight.invalidated = 0;
+    rcache->inflight.active      = 1;
+    pthread_spin_unlock(&rcache->lock);
+
+    status = rcache->params.ops->mem_reg(rcache->params.context, rcache, arg,
+                                         region, flags);
+    region->status = status;
+    if (status == UCS_OK) {
+        region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED;
+        ucs_rcache_atomic_add(&rcache->stats.regs, 1);
+    } else {
+        ucs_rcache_atomic_add(&rcache->stats.reg_failures, 1);
+        pthread_spin_lock(&rcache->lock);
+        rcache->inflight.active = 0;
+        pthread_spin_unlock(&rcache->lock);
+    }
+    return status;
+}
+
+/* Register merged, else unmerged, else after evicting every unused region. */
+static ucs_status_t ucs_rcache_register_retry(ucs_rcache_t *rcache,
+                                              ucs_rcache_region_t *region,
+                                              ucs_rcache_span_t *span,
+                                              const ucs_rcache_span_t *request,
+                                              void *arg)
+{
+    ucs_list_link_t dead;
+    ucs_status_t status;
+
+    if (span->merged) {
+        status = ucs_rcache_register(rcache, region, span, arg,
+                                     UCS_RCACHE_MEM_REG_HIDE_ERRORS);
+        if (status == UCS_OK) {
+            return UCS_OK;
+        }
+        *span = *request;
+    }
+    status = ucs_rcache_register(rcache, region, span, arg,
+                                 UCS_RCACHE_MEM_REG_HIDE_ERRORS);
+    if (status == UCS_OK) {
+        return UCS_OK;
+    }
+
+    ucs_list_head_init(&dead);
+    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_evict_locked(rcache, 1, &dead);
+    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_regions_release(rcache, &dead);
+
+    status = ucs_rcache_register(rcache, region, span, arg, 0);
+    if (status != UCS_OK) {
+        ucs_rcache_error("%s: registration of [0x%lx, 0x%lx) "
+                         UCS_RCACHE_PROT_FMT " failed after evicting unused "
+                         "regions: %s", rcache->name, span->start, span->end,
+                         UCS_RCACHE_PROT_ARG(span->prot),
+                         ucs_status_string(status));
+    }
+    return status;
+}
+
+/* Under the lock: replace every region intersecting the new one by it. */
+static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
+                                     ucs_rcache_region_t *region,
+                                     ucs_list_link_t *dead)
+{
+    ucs_range_index_t *index = &rcache->index;
+    ucs_rcache_region_t *old;
+    size_t pos;
+    int merged = 0;
+
+    pos = ucs_range_index_lower(index, region->super.start);
+    while ((pos < index->count) &&
+           (index->regions[pos]->start < region->super.end)) {
+        old = (ucs_rcache_region_t*)index->regions[pos];
+        ucs_rcache_region_drop_locked(rcache, old, pos, dead);
+        merged = 1;
+    }
+    rcache->stats.merges += merged;
+
+    region->refcount = 2; /* the index and the caller */
+    region->flags   |= UCS_RCACHE_REGION_FLAG_PGTABLE;
+    ucs_range_index_insert(index, &region->super);
+    ucs_list_add_tail(&rcache->lru, &region->lru_list);
+    region->lru_flags |= UCS_RCACHE_LRU_FLAG_IN_LRU;
+    rcache->num_regions++;
+    rcache->total_size += ucs_rcache_region_size(region);
+    rcache->stats.misses++;
+    ucs_rcache_evict_locked(rcache, 0, dead);
+}
+
+static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
+                                               const ucs_rcache_span_t *request,
+                                               void *arg, ucs_list_link_t *dead,
+                                               ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+    ucs_rcache_span_t span;
+    ucs_status_t status;
+    int retries;
+
+    for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
+        span = *request;
+        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_purge_locked(rcache, dead);
+        region = ucs_rcache_lookup_locked(rcache, span.start, span.end,
+                                          span.prot);
+        if (region != NULL) {
+            ucs_rcache_atomic_add(&region->refcount, 1);
+            rcache->stats.hits_slow++;
+            pthread_spin_unlock(&rcache->lock);
+            *region_p = region;
+            return UCS_OK;
+        }
+        ucs_rcache_merge_span_locked(rcache, &span);
+        pthread_spin_unlock(&rcache->lock);
+
+        if (!ucs_rcache_prot_check(rcache, span.start, span.end, span.prot)) {
+            if (!span.merged ||
+                !ucs_rcache_prot_check(rcache, request->start, request->end,
+                                       request->prot)) {
+                ucs_rcache_error("%s: [0x%lx, 0x%lx) is not mapped with "
+                                 "access " UCS_RCACHE_PROT_FMT, rcache->name,
+                                 request->start, request->end,
+                                 UCS_RCACHE_PROT_ARG(request->prot));
+                return UCS_ERR_INVALID_ADDR;
+            }
+            span = *request; /* merging would add rights the pages lack */
+        }
+
+        status = ucs_rcache_index_reserve(rcache);
+        if (status != UCS_OK) {
+            return status;
+        }
+        region = ucs_rcache_region_alloc(rcache);
+        if (region == NULL) {
+            ucs_rcache_error("%s: no memory for a region", rcache->name);
+            return UCS_ERR_NO_MEMORY;
+        }
+        status = ucs_rcache_register_retry(rcache, region, &span, request,
+                                           arg);
+        if (status != UCS_OK) {
+            ucs_rcache_region_release(rcache, region);
+            return status;
+        }
+        if (rcache->check_pfn) {
+            ucs_rcache_pfn_record(rcache, region);
+        }
+
+        pthread_spin_lock(&rcache->lock);
+        rcache->inflight.active = 0;
+        if (!rcache->inflight.invalidated) {
+            ucs_rcache_purge_locked(rcache, dead);
+            ucs_rcache_insert_locked(rcache, region, dead);
+            pthread_spin_unlock(&rcache->lock);
+            *region_p = region;
+            return UCS_OK;
+        }
+        pthread_spin_unlock(&rcache->lock);
+        /* pages went away during mem_reg: the registration may be stale */
+        ucs_rcache_region_release(rcache, region);
+    }
+
+    ucs_rcache_error("%s: [0x%lx, 0x%lx) kept being unmapped while it was "
+                     "registered", rcache->name, request->start, request->end);
+    return UCS_ERR_INVALID_ADDR;
+}
+
+ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                 ucs_pgt_addr_t end, int prot, void *arg,
+                                 ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_span_t request = {start, end, prot, 0};
+    ucs_list_link_t dead;
+    ucs_status_t status;
+
+    ucs_list_head_init(&dead);
+    pthread_mutex_lock(&rcache->reg_lock);
+    status = ucs_rcache_get_locked_path(rcache, &request, arg, &dead,
+                                        region_p);
+    pthread_mutex_unlock(&rcache->reg_lock);
+    ucs_rcache_regions_release(rcache, &dead);
+    return status;
+}

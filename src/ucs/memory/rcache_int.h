@@ -1,0 +1,152 @@
+/*
+ * Registration cache internals shared by the rcache_*.c files.
+ *
+ * Locking (see rcache.h for the public contract):
+ *  - lock (spinlock): index, LRU, pending list, counters, in-flight
+ *    registration, maps cache.  Held only for short sections that never
+ *    allocate, free, log or call user ops, so the unmap handler (hook
+ *    context) can take it without deadlocking the thread it interrupts.
+ *  - reg_lock (mutex): serializes the registration path (misses); user ops
+ *    may run under it; neither lookups nor the unmap handler take it.
+ *  - refcount: atomic; the index holds one reference.
+ */
+#ifndef UCS_RCACHE_INT_H_
+#define UCS_RCACHE_INT_H_
+
+#include <ucs/memory/rcache.h>
+#include <ucs/datastruct/range_index.h>
+#include <pthread.h>
+
+/* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
+#define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
+
+/* Hidden header allocated in front of every region. */
+typedef struct ucs_rcache_region_hdr {
+    ucs_list_link_t comps;    /* ucs_rcache_comp_t, invalidation callbacks */
+    unsigned        fork_gen; /* cache fork generation at registration */
+    unsigned        npfn;     /* page frames recorded (CHECK_PFN) */
+} __attribute__((aligned(16))) ucs_rcache_region_hdr_t;
+
+#define ucs_rcache_region_hdr(_region) \
+    (((ucs_rcache_region_hdr_t*)(_region)) - 1)
+
+typedef struct ucs_rcache_comp {
+    ucs_list_link_t                   link;
+    ucs_rcache_invalidate_comp_func_t cb;
+    void                              *arg;
+} ucs_rcache_comp_t;
+
+/* UCX_RCACHE_* values. */
+typedef struct ucs_rcache_config {
+    unsigned long max_regions;
+    size_t        max_size;
+    size_t        max_unreleased;
+    unsigned      mem_prio;
+    int           purge_on_fork;
+    unsigned      check_pfn;    /* pages to check on hits, 0: off */
+} ucs_rcache_config_t;
+
+struct ucs_rcache {
+    pthread_spinlock_t  lock;
+    pthread_mutex_t     reg_lock;
+    ucs_range_index_t   index;       /* valid regions and tombstones */
+    ucs_list_link_t     lru;         /* valid regions, least recent first */
+    ucs_list_link_t     pending;     /* tombstones still in the index */
+    unsigned long       pending_count; /* read without lock (atomic) */
+    unsigned long       num_regions; /* valid regions in the index */
+    size_t              total_size;  /* their bytes */
+    unsigned long       live_regions; /* allocated, not yet freed (atomic) */
+    struct {
+        ucs_pgt_addr_t  start, end;
+        int             active;
+        int             invalidated;
+    } inflight;                      /* registration running outside lock */
+    struct {
+        ucs_pgt_addr_t  start, end;
+        int             prot;
+        int             valid;
+    } maps;                          /* last mapping seen in /proc/self/maps */
+    unsigned            fork_gen;
+    ucs_rcache_params_t params;
+    unsigned long       max_regions; /* effective limits */
+    size_t              max_size;
+    size_t              max_unreleased;
+    unsigned            check_pfn;
+    int                 purge_on_fork;
+    int                 events;      /* registered ucm events */
+    ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
+    ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
+    char                name[64];
+};
+
+/* rcache_log.c: one line "[rcache <name>] <level>: ..." to stderr, no malloc */
+void ucs_rcache_log(const char *level, const char *fmt, ...)
+    UCS_F_PRINTF(2, 3);
+#define ucs_rcache_error(_fmt, ...) ucs_rcache_log("error", _fmt, ## __VA_ARGS__)
+#define ucs_rcache_warn(_fmt, ...)  ucs_rcache_log("warning", _fmt, ## __VA_ARGS__)
+
+/* rcache_config.c: read UCX_RCACHE_*; one error line per malformed value,
+ * then UCS_ERR_INVALID_PARAM.  explicit_* tell whether a variable was set. */
+ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
+                                    int *explicit_prio, int *explicit_purge);
+
+/* rcache_prot.c: is [start, end) mapped with at least prot?  Uses and fills
+ * rcache->maps (takes rcache->lock briefly).  No lock held by the caller. */
+int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                          ucs_pgt_addr_t end, int prot);
+
+/* rcache_pfn.c: page frames of npages pages from addr (0 if not present).
+ * UCS_ERR_IO_ERROR if /proc/self/pagemap cannot be read. */
+ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
+                                 unsigned long *pfns);
+/* Record / verify region's frames (rcache->check_pfn pages); no lock held. */
+void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
+void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
+void ucs_rcache_pfn_release(ucs_rcache_region_t *region);
+
+/* rcache_region.c (all "_locked" functions need rcache->lock) */
+void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
+                                        ucs_rcache_region_t *region);
+/* Remove tombstones from the index; regions that lost their last reference
+ * go to dead (tmp_list). */
+void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead);
+/* Remove a valid region from the index (merge or eviction). */
+void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
+                                   ucs_rcache_region_t *region, size_t pos,
+                                   ucs_list_link_t *dead);
+/* Evict unused regions (LRU first) until within limits; all if force. */
+void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
+                             ucs_list_link_t *dead);
+/* Deregister and free every region of dead (no lock held). */
+void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead);
+/* Deregister (if registered in this process) and free one region. */
+void ucs_rcache_region_release(ucs_rcache_t *rcache,
+                               ucs_rcache_region_t *region);
+/* Purge under the lock, then release (no lock held). */
+void ucs_rcache_purge(ucs_rcache_t *rcache);
+
+/* rcache_get.c */
+ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                 ucs_pgt_addr_t end, int prot, void *arg,
+                                 ucs_rcache_region_t **region_p);
+
+/* rcache_event.c: the ucm handler (hook context) */
+void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                            ucs_pgt_addr_t end);
+void ucs_rcache_event_cb(int event_type, void *event, void *arg);
+
+/* rcache_fork.c */
+ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
+void ucs_rcache_fork_unregister(ucs_rcache_t *rcache);
+
+#define ucs_rcache_atomic_add(_p, _v) __atomic_add_fetch(_p, _v, __ATOMIC_ACQ_REL)
+#define ucs_rcache_atomic_sub(_p, _v) __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)
+#define ucs_rcache_atomic_load(_p)    __atomic_load_n(_p, __ATOMIC_ACQUIRE)
+#define ucs_rcache_atomic_store(_p, _v) __atomic_store_n(_p, _v, __ATOMIC_RELEASE)
+
+static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
+{
+    return region->super.end - region->super.start;
+}
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * CHECK_PFN debug mode: record the page frames of a region at registration
+ * and compare them on hits, reporting a stale region loudly.
+ */
+#include "rcache_int.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define UCS_RCACHE_PAGE_SIZE      4096ul
+#define UCS_RCACHE_PFN_MASK       ((1ul << 55) - 1)
+#define UCS_RCACHE_PFN_PRESENT    (1ul << 63)
+
+ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
+                                 unsigned long *pfns)
+{
+    off_t offset = (addr / UCS_RCACHE_PAGE_SIZE) * sizeof(uint64_t);
+    size_t bytes = npages * sizeof(uint64_t);
+    uint64_t entry;
+    ssize_t ret;
+    unsigned i;
+    int fd;
+
+    fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return UCS_ERR_IO_ERROR;
+    }
+    ret = pread(fd, pfns, bytes, offset);
+    close(fd);
+    if (ret != (ssize_t)bytes) {
+        return UCS_ERR_IO_ERROR;
+    }
+    for (i = 0; i < npages; ++i) {
+        entry   = pfns[i];
+        pfns[i] = (entry & UCS_RCACHE_PFN_PRESENT) ?
+                  (entry & UCS_RCACHE_PFN_MASK) : 0;
+    }
+    return UCS_OK;
+}
+
+static unsigned ucs_rcache_pfn_count(ucs_rcache_t *rcache,
+                                     ucs_rcache_region_t *region)
+{
+    ucs_pgt_addr_t first = region->super.start / UCS_RCACHE_PAGE_SIZE;
+    ucs_pgt_addr_t last  = (region->super.end - 1) / UCS_RCACHE_PAGE_SIZE;
+
+    return ucs_min(rcache->check_pfn, last - first + 1);
+}
+
+static unsigned long *ucs_rcache_pfn_array(ucs_rcache_region_t *region)
+{
+    return (ucs_rcache_region_hdr(region)->npfn == 1) ?
+           (unsigned long*)&region->priv : region->pfn;
+}
+
+void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+    unsigned npages = ucs_rcache_pfn_count(rcache, region);
+    unsigned long *pfns;
+
+    if (npages == 1) {
+        pfns = (unsigned long*)&region->priv;
+    } else {
+        pfns = malloc(npages * sizeof(*pfns));
+        if (pfns == NULL) {
+            return;
+        }
+    }
+    if (ucs_rcache_pfn_read(region->super.start, npages, pfns) != UCS_OK) {
+        ucs_rcache_warn("%s: cannot read /proc/self/pagemap, PFN check off "
+                        "for region [0x%lx, 0x%lx)", rcache->name,
+                        region->super.start, region->super.end);
+        if (npages > 1) {
+            free(pfns);
+        }
+        return;
+    }
+    if (npages > 1) {
+        region->pfn = pfns;
+    }
+    ucs_rcache_region_hdr(region)->npfn = npages;
+}
+
+void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+    unsigned npages = ucs_rcache_region_hdr(region)->npfn;
+    unsigned long now[64];
+    unsigned long *then;
+    unsigned i, n;
+
+    if (npages == 0) {
+        return;
+    }
+    then = ucs_rcache_pfn_array(region);
+    for (i = 0; i < npages; i += n) {
+        n = ucs_min(npages - i, 64u);
+        if (ucs_rcache_pfn_read(region->super.start + i * UCS_RCACHE_PAGE_SIZE,
+                                n, now) != UCS_OK) {
+            return;
+        }
+        for (unsigned j = 0; j < n; ++j) {
+            if (now[j] == then[i + j]) {
+                continue;
+            }
+            ucs_rcache_atomic_add(&rcache->stats.stale_pfn, 1);
+            ucs_rcache_error("%s: STALE REGION [0x%lx, 0x%lx) " UCS_RCACHE_PROT_FMT
+                             ": page 0x%lx had frame 0x%lx at registration, "
+                             "now 0x%lx", rcache->name, region->super.start,
+                             region->super.end,
+                             UCS_RCACHE_PROT_ARG(region->prot),
+                             region->super.start + (i + j) * UCS_RCACHE_PAGE_SIZE,
+                             then[i + j], now[j]);
+            return;
+        }
+    }
+}
+
+void ucs_rcache_pfn_release(ucs_rcache_region_t *region)
+{
+    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(region);
+
+    if (hdr->npfn > 1) {
+        free(region->pfn);
+    }
+    hdr->npfn = 0;
+}

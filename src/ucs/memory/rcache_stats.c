@@ -1,0 +1,50 @@
+/*
+ * Statistics query and print (rcache_ext.h).
+ */
+#include "rcache_int.h"
+
+ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
+                                    ucs_rcache_stats_t *stats)
+{
+    ucs_rcache_stats_t tmp;
+
+    if ((rcache == NULL) || (stats == NULL)) {
+        ucs_rcache_error("ucs_rcache_query_stats: NULL %s",
+                         (rcache == NULL) ? "rcache" : "stats");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    pthread_spin_lock(&rcache->lock);
+    tmp            = rcache->stats;
+    tmp.regions    = rcache->num_regions;
+    tmp.total_size = rcache->total_size;
+    pthread_spin_unlock(&rcache->lock);
+    *stats = tmp;
+    return UCS_OK;
+}
+
+void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream)
+{
+    ucs_rcache_stats_t s;
+
+    if (ucs_rcache_query_stats(rcache, &s) != UCS_OK) {
+        return;
+    }
+    fprintf(stream,
+            "rcache '%s':\n"
+            "  gets                %lu\n"
+            "  hits_fast           %lu\n"
+            "  hits_slow           %lu\n"
+            "  misses              %lu\n"
+            "  merges              %lu\n"
+            "  evictions           %lu\n"
+            "  unmap_invalidations %lu\n"
+            "  regs                %lu\n"
+            "  reg_failures        %lu\n"
+            "  deregs              %lu\n"
+            "  stale_pfn           %lu\n"
+            "  regions             %lu\n"
+            "  total_size          %lu\n",
+            rcache->name, s.gets, s.hits_fast, s.hits_slow, s.misses,
+            s.merges, s.evictions, s.unmap_invalidations, s.regs,
+            s.reg_failures, s.deregs, s.stale_pfn, s.regions, s.total_size);
+}
