@@ -6,6 +6,7 @@
 
 #include <ucm/api/ucm_ext.h>
 #include <ucm/util/ucm_hot.h>
+#include <dlfcn.h>
 #include <pthread.h>
 
 typedef enum {
@@ -20,6 +21,7 @@ typedef enum {
     UCM_HOOK_SBRK,
     UCM_HOOK_DLOPEN,   /* reloc only: follow objects loaded later */
     UCM_HOOK_DLCLOSE,
+    UCM_HOOK_DLMOPEN,
     UCM_HOOK_LAST
 } ucm_hook_id_t;
 
@@ -31,6 +33,10 @@ typedef struct ucm_hook_func {
                                    hooker), NULL if none */
     int              events;    /* events that need it */
     int              libc;      /* a libc function that bistro can patch */
+    void             *next;     /* the definition after libucm at start-up
+                                   (normally libc's) */
+    int              also_reloc; /* bistro, but interposed ahead of libc:
+                                    GOT slots are patched as well */
     ucm_hook_state_t state;
     const char       *detail;
 } ucm_hook_func_t;
@@ -55,6 +61,7 @@ typedef int (*ucm_brk_func_t)(void*);
 typedef void *(*ucm_sbrk_func_t)(intptr_t);
 typedef void *(*ucm_dlopen_func_t)(const char*, int);
 typedef int (*ucm_dlclose_func_t)(void*);
+typedef void *(*ucm_dlmopen_func_t)(Lmid_t, const char*, int);
 
 /* libucm's own equivalents of the originals (no events, no libc code). */
 void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,

@@ -21,9 +21,10 @@ void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
                       int flags, ...);
 static void *ucm_dlopen_hook(const char *filename, int flag);
 static int ucm_dlclose_hook(void *handle);
+static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag);
 
 #define UCM_HOOK_ENTRY(_sym, _hook, _raw, _events, _libc) \
-    {_sym, (void*)(_hook), (void*)(_raw), _events, _libc, \
+    {_sym, (void*)(_hook), (void*)(_raw), _events, _libc, NULL, 0, \
      UCM_HOOK_STATE_NONE, ""}
 
 _Static_assert(UCM_HOOK_LAST <= UCM_HOT_ORIG_MAX, "ucm_hot.orig too small");
@@ -57,7 +58,8 @@ ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
                                         UCM_EVENT_SBRK | UCM_EVENT_VM_MAPPED |
                                                 UCM_EVENT_VM_UNMAPPED, 1),
     [UCM_HOOK_DLOPEN]  = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, NULL, 0, 0),
-    [UCM_HOOK_DLCLOSE] = UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, NULL, 0, 0)
+    [UCM_HOOK_DLCLOSE] = UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, NULL, 0, 0),
+    [UCM_HOOK_DLMOPEN] = UCM_HOOK_ENTRY("dlmopen", ucm_dlmopen_hook, NULL, 0, 0)
 };
 
 pthread_mutex_t ucm_mmap_install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -76,6 +78,7 @@ void ucm_mmap_init(void)
             addr = dlsym(RTLD_DEFAULT, f->symbol);
         }
         ucm_hot.orig[f - ucm_hook_funcs] = addr;
+        f->next                          = addr;
     }
 }
 
@@ -96,6 +99,15 @@ static int ucm_dlclose_hook(void *handle)
 
     ucm_reloc_update();
     return ret;
+}
+
+static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag)
+{
+    void *handle = UCM_HOOK_ORIG(UCM_HOOK_DLMOPEN, ucm_dlmopen_func_t)(
+            lmid, filename, flag);
+
+    ucm_reloc_update();
+    return handle;
 }
 
 void *ucm_dlopen(const char *filename, int flag)
@@ -200,6 +212,7 @@ static void ucm_mmap_install_bistro(void)
     ucm_mmap_libc_ctx_t ctx = {.found = 0};
     ucm_hook_id_t id, other;
     unsigned i, count = 0;
+    void *resolved;
 
     dl_iterate_phdr(ucm_mmap_find_libc_cb, &ctx);
     if (!ctx.found) {
@@ -256,6 +269,21 @@ static void ucm_mmap_install_bistro(void)
             }
         }
     }
+
+    /* A library that defines these functions itself ahead of libc (e.g.
+     * tcmalloc's mmap/munmap/sbrk, which issue system calls directly) is
+     * never reached through the libc entries: patch the GOT slots that
+     * resolve to it as well, chaining to it. */
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        resolved = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
+        if ((ucm_hook_funcs[id].state == UCM_HOOK_STATE_BISTRO) &&
+            (resolved != NULL) && ((uintptr_t)resolved != targets[id].entry)) {
+            ucm_hook_funcs[id].also_reloc = 1;
+            ucm_hook_funcs[id].detail     = "+reloc: interposed ahead of libc";
+            ucm_diag("bistro: %s is interposed ahead of libc (%p): patching "
+                     "its GOT slots too", ucm_hook_funcs[id].symbol, resolved);
+        }
+    }
 }
 
 /* GOT/PLT patching of every function not yet hooked (+ dlopen/dlclose). */
@@ -270,11 +298,14 @@ static ucs_status_t ucm_mmap_install_reloc(void)
     for (id = 0; id < UCM_HOOK_LAST; ++id) {
         /* dlopen/dlclose (listed after the libc functions) only when some
          * function is hooked by reloc: objects loaded later need it too */
-        if ((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
-            (ucm_hook_funcs[id].libc || (count > 0))) {
+        if (((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
+             (ucm_hook_funcs[id].libc || (count > 0))) ||
+            ucm_hook_funcs[id].also_reloc) {
             patches[count].symbol   = ucm_hook_funcs[id].symbol;
             patches[count].value    = ucm_hook_funcs[id].hook;
-            patches[count].expected = ucm_hot.orig[id];
+            patches[count].expected = ucm_hook_funcs[id].next;
+            patches[count].resolved = dlsym(RTLD_DEFAULT,
+                                            ucm_hook_funcs[id].symbol);
             ids[count++]            = id;
         }
     }
@@ -291,7 +322,8 @@ static ucs_status_t ucm_mmap_install_reloc(void)
             ucm_hook_funcs[ids[i]].detail = "chained to an earlier hooker";
         }
     }
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+    for (i = 0; i < count; ++i) {
+        id = ids[i];
         if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
             ucm_hook_funcs[id].state = (status == UCS_OK) ?
                                                UCM_HOOK_STATE_RELOC :

@@ -84,7 +84,8 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
     for (n = 0; n < count; ++n) {
         r    = &relas[n];
         type = ELF64_R_TYPE(r->r_info);
-        if ((type != R_X86_64_JUMP_SLOT) && (type != R_X86_64_GLOB_DAT)) {
+        if ((type != R_X86_64_JUMP_SLOT) && (type != R_X86_64_GLOB_DAT) &&
+            ((type != R_X86_64_64) || (r->r_addend != 0))) {
             continue;
         }
         name = dyn->strtab + dyn->symtab[ELF64_R_SYM(r->r_info)].st_name;
@@ -92,12 +93,21 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
             continue;
         }
         for (i = 0; i < ucm_reloc_num_patches; ++i) {
-            if (!strcmp(name, ucm_reloc_patches[i].symbol)) {
-                slot = (void**)(dyn->base + r->r_offset);
-                ucm_reloc_note_foreign(dyn, &ucm_reloc_patches[i], *slot);
-                ucm_reloc_write(dyn, slot, ucm_reloc_patches[i].value);
+            if (strcmp(name, ucm_reloc_patches[i].symbol)) {
+                continue;
+            }
+            slot = (void**)(dyn->base + r->r_offset);
+            /* R_X86_64_64: a function pointer in initialized data; the
+             * program may have changed it since, so only a pointer that
+             * still holds what the dynamic linker put there is replaced */
+            if ((type == R_X86_64_64) &&
+                (*slot != ucm_reloc_patches[i].expected) &&
+                (*slot != ucm_reloc_patches[i].resolved)) {
                 break;
             }
+            ucm_reloc_note_foreign(dyn, &ucm_reloc_patches[i], *slot);
+            ucm_reloc_write(dyn, slot, ucm_reloc_patches[i].value);
+            break;
         }
     }
 }

@@ -1,6 +1,7 @@
 /*
  * reloc mode: write our hooks into the GOT/PLT slots (R_X86_64_JUMP_SLOT and
- * R_X86_64_GLOB_DAT) of every loaded object, and of objects loaded later
+ * R_X86_64_GLOB_DAT) and the function pointers in initialized data
+ * (R_X86_64_64, when still unchanged) of every loaded object, and of objects loaded later
  * (the dlopen hook calls ucm_reloc_update()).  RELRO pages are made writable
  * for the single aligned pointer store and read-only again right after.
  * Thread-safe (one mutex, never taken in hook context of mmap-family calls).
@@ -15,6 +16,8 @@ typedef struct ucm_reloc_patch {
     const char *symbol;
     void       *value;
     void       *expected; /* what an untouched slot resolves to (libc's) */
+    void       *resolved; /* the global definition (dlsym RTLD_DEFAULT),
+                             which may be an interposer's */
     void       *foreign;  /* out: another hooker's function found in a slot
                              (the first one seen), NULL if none */
 } ucm_reloc_patch_t;
