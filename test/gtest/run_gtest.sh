@@ -17,6 +17,11 @@ if [ -n "$PRELOAD" ] && [ ! -e "$PRELOAD" ]; then
     echo "SKIP: $PRELOAD is not installed"
     exit 77
 fi
+if [ -n "$PRELOAD" ] && [ "${UCM_GTEST_SANITIZERS:-no}" = yes ]; then
+    echo "SKIP: AddressSanitizer owns malloc: $PRELOAD cannot be preloaded" \
+         "into the sanitizer build (the plain build runs this configuration)"
+    exit 77
+fi
 
 UCX_MEM_MMAP_HOOK_MODE=$HOOK_MODE
 export UCX_MEM_MMAP_HOOK_MODE

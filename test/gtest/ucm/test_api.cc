@@ -50,17 +50,12 @@ TEST(Install, HooksInstalledInRequestedMode)
         ADD_FAILURE() << "ucm_hooks_install() = " << (int)status << " in mode '"
                       << mode_name(requested_mode()) << "'; munmap() resolves "
                       << "to " << owner
-                      << (!interposed || (requested_mode() !=
-                                          UCM_MMAP_HOOK_BISTRO) ? "" :
-                          "\nKNOWN BUG (src/ucm/mmap/ucm_mmap_install.c, "
-                          "ucm_mmap_install()/ucm_mmap_install_bistro()): "
-                          "munmap/mmap/mremap/sbrk are interposed ahead of "
-                          "libc (tcmalloc defines them and issues raw "
-                          "system calls), so calls never reach the patched "
-                          "libc entries; the install self-test fails and all "
-                          "memory events are disabled, instead of also "
-                          "reloc-patching the GOT slots that resolve to the "
-                          "interposer");
+                      << (!interposed ? "" :
+                          "\n(regression? munmap/mmap/mremap/sbrk are "
+                          "interposed ahead of libc, e.g. by tcmalloc, which "
+                          "makes the system calls itself: libucm must hook "
+                          "the interposer's GOT slots too, or the install "
+                          "self-test fails and all events are disabled)");
         return;
     }
     EXPECT_EQ(requested_mode(), ucm_hooks_installed_mode())
