@@ -1,0 +1,219 @@
+/*
+ * Multi-threaded churn with the page-frame oracle: threads allocate, free,
+ * reallocate, remap and replace memory while getting and putting regions on
+ * it; every region returned must match the current page frames.
+ */
+#include "rcache_fixture.h"
+
+#include <chrono>
+#include <fcntl.h>
+#include <random>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace rcache_test;
+
+namespace {
+
+enum buf_kind { BUF_NONE, BUF_MALLOC, BUF_MMAP };
+
+struct slot {
+    buf_kind    kind   = BUF_NONE;
+    char        *ptr   = nullptr;
+    size_t      len    = 0;
+    test_region *held  = nullptr;  /* a region kept across operations */
+};
+
+struct worker_result {
+    unsigned long ops   = 0;
+    unsigned long gets  = 0;
+    unsigned long stale = 0;
+    std::string   first_stale;
+};
+
+} // namespace
+
+class rcache_stress : public rcache_fixture {
+public:
+    std::atomic<bool> m_stop{false};
+
+    void release(slot &s)
+    {
+        if (s.held != nullptr) {
+            put(s.held);
+            s.held = nullptr;
+        }
+        if (s.kind == BUF_MALLOC) {
+            free(s.ptr);
+        } else if (s.kind == BUF_MMAP) {
+            munmap(s.ptr, s.len);
+        }
+        s.kind = BUF_NONE;
+    }
+
+    void check_get(slot &s, size_t off, size_t len, int fd,
+                   worker_result &res, std::mt19937 &rng)
+    {
+        ucs_rcache_region_t *r;
+        ucs_status_t status = ucs_rcache_get(m_rcache, s.ptr + off, len,
+                                             PROT_READ | PROT_WRITE, nullptr,
+                                             &r);
+        ++res.gets;
+        if (status != UCS_OK) {
+            ++res.stale;
+            if (res.first_stale.empty()) {
+                res.first_stale = ucs_status_string(status);
+            }
+            return;
+        }
+        test_region *tr = reinterpret_cast<test_region*>(r);
+        std::string err = check_region(tr, (uintptr_t)s.ptr + off, len, fd);
+        if (!err.empty()) {
+            ++res.stale;
+            if (res.first_stale.empty()) {
+                res.first_stale = err;
+            }
+        }
+        if ((s.held == nullptr) && ((rng() % 4) == 0)) {
+            s.held = tr;       /* keep it while the memory churns */
+        } else {
+            put(tr);
+        }
+    }
+
+    void worker(unsigned seed, unsigned long max_ops, worker_result &res)
+    {
+        std::mt19937 rng(seed);
+        slot slots[12];
+        int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+        ASSERT_GE(fd, 0);
+        while ((res.ops < max_ops) && !m_stop) {
+            slot &s = slots[rng() % 12];
+            unsigned op = rng() % 100;
+            ++res.ops;
+
+            if (s.kind == BUF_NONE) {
+                if (op < 60) {
+                    s.len  = 1 + rng() % ((op < 50) ? 16384 : 300000);
+                    s.ptr  = (char*)malloc(s.len);
+                    s.kind = BUF_MALLOC;
+                } else {
+                    s.len  = (1 + rng() % 16) * page_size;
+                    s.ptr  = (char*)mmap(nullptr, s.len,
+                                         PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    s.kind = BUF_MMAP;
+                }
+                s.ptr[0] = s.ptr[s.len - 1] = 0x5a;
+                continue;
+            }
+
+            if (op < 4) {
+                release(s);
+            } else if (op < 7) {
+                if (s.kind == BUF_MALLOC) {
+                    if (s.held != nullptr) {
+                        put(s.held);
+                        s.held = nullptr;
+                    }
+                    size_t len = 1 + rng() % 300000;
+                    char *p    = (char*)realloc(s.ptr, len);
+                    if (p != nullptr) {
+                        s.ptr = p;
+                        s.len = len;
+                        s.ptr[s.len - 1] = 0x3c;
+                    }
+                } else {
+                    size_t len = (1 + rng() % 16) * page_size;
+                    char *p    = (char*)mremap(s.ptr, s.len, len,
+                                               MREMAP_MAYMOVE);
+                    if (p != MAP_FAILED) {
+                        s.ptr = p;
+                        s.len = len;
+                        s.ptr[s.len - 1] = 0x3c;
+                    }
+                }
+            } else if (op < 10) {
+                if (s.kind == BUF_MMAP) {
+                    /* new pages at the same address */
+                    size_t pg = rng() % (s.len / page_size);
+                    mmap(s.ptr + pg * page_size, page_size,
+                         PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+                    s.ptr[pg * page_size] = 1;
+                } else {
+                    s.ptr[rng() % s.len] = 0x11;
+                }
+            } else {
+                size_t off = rng() % s.len;
+                size_t len = 1 + rng() % (s.len - off);
+                check_get(s, off, len, fd, res, rng);
+            }
+        }
+        for (auto &s : slots) {
+            release(s);
+        }
+        close(fd);
+    }
+};
+
+TEST_F(rcache_stress, churn_never_returns_stale_region)
+{
+    ucs_rcache_params_t params = default_params();
+    params.max_regions = 1000;
+    ASSERT_EQ(UCS_OK, create(&params));
+
+    const unsigned nthreads = 3;
+    unsigned long total_ops = TEST_RCACHE_SANITIZED ? 150000 : 1200000;
+    if (getenv("RCACHE_STRESS_OPS") != nullptr) {
+        total_ops = strtoul(getenv("RCACHE_STRESS_OPS"), nullptr, 0);
+    }
+    std::vector<worker_result> results(nthreads);
+    std::vector<std::thread> threads;
+    auto t0 = std::chrono::steady_clock::now();
+
+    for (unsigned i = 0; i < nthreads; ++i) {
+        threads.emplace_back(&rcache_stress::worker, this, 1234 + i,
+                             total_ops / nthreads, std::ref(results[i]));
+    }
+    /* keep the test under ~20 s on a loaded machine */
+    while (true) {
+        bool done = true;
+        for (auto &r : results) {
+            done = done && (r.ops >= total_ops / nthreads);
+        }
+        auto sec = std::chrono::duration<double>(
+                std::chrono::steady_clock::now() - t0).count();
+        if (done || (sec > 18)) {
+            break;
+        }
+        usleep(20000);
+    }
+    m_stop = true;
+    for (auto &t : threads) {
+        t.join();
+    }
+
+    unsigned long ops = 0, gets = 0, stale = 0;
+    for (auto &r : results) {
+        ops   += r.ops;
+        gets  += r.gets;
+        stale += r.stale;
+        EXPECT_EQ(0u, r.stale) << r.first_stale;
+    }
+    ucs_rcache_stats_t s = stats();
+    double sec = std::chrono::duration<double>(
+            std::chrono::steady_clock::now() - t0).count();
+    printf("[ stress   ] %lu ops (%lu gets) in %.1f s by %u threads: "
+           "%lu stale; misses %lu, hits %lu, merges %lu, unmap "
+           "invalidations %lu, evictions %lu\n", ops, gets, sec, nthreads,
+           stale, (unsigned long)s.misses,
+           (unsigned long)(s.hits_fast + s.hits_slow),
+           (unsigned long)s.merges, (unsigned long)s.unmap_invalidations,
+           (unsigned long)s.evictions);
+    EXPECT_EQ(0u, stale);
+}
