@@ -33,7 +33,7 @@ typedef struct ucm_cuda_got_object {
 typedef struct ucm_cuda_got_ctx {
     const ucm_cuda_got_patch_t *patches;
     unsigned                   count;
-    uintptr_t                  skip_base;
+    uintptr_t                  skip_addr;
     ucm_cuda_got_result_t      *result;
     ucs_status_t               status;
 } ucm_cuda_got_ctx_t;
@@ -157,7 +157,7 @@ static int ucm_cuda_got_object(struct dl_phdr_info *info, size_t size,
     const ElfW(Dyn) *dyn;
     ElfW(Half) i;
 
-    if (info->dlpi_addr == ctx->skip_base) {
+    if (ucm_cuda_got_in_object(info, ctx->skip_addr)) {
         return 0;
     }
 
@@ -222,14 +222,14 @@ static int ucm_cuda_got_object(struct dl_phdr_info *info, size_t size,
 }
 
 ucs_status_t ucm_cuda_got_apply(const ucm_cuda_got_patch_t *patches,
-                                unsigned count, const void *skip_base,
+                                unsigned count, const void *skip_addr,
                                 ucm_cuda_got_result_t *result)
 {
     ucm_cuda_got_ctx_t ctx;
 
     ctx.patches   = patches;
     ctx.count     = count;
-    ctx.skip_base = (uintptr_t)skip_base;
+    ctx.skip_addr = (uintptr_t)skip_addr;
     ctx.result    = result;
     ctx.status    = UCS_OK;
     dl_iterate_phdr(ucm_cuda_got_object, &ctx);
@@ -239,7 +239,7 @@ ucs_status_t ucm_cuda_got_apply(const ucm_cuda_got_patch_t *patches,
 #else
 
 ucs_status_t ucm_cuda_got_apply(const ucm_cuda_got_patch_t *patches,
-                                unsigned count, const void *skip_base,
+                                unsigned count, const void *skip_addr,
                                 ucm_cuda_got_result_t *result)
 {
     ucm_cuda_log_error("GOT patching is not implemented on this "

@@ -2,7 +2,7 @@
  * Small GOT/PLT patcher of libucm_cuda: writes hook addresses into the
  * GOT slots (JUMP_SLOT and GLOB_DAT relocations) that name a given symbol,
  * in every object loaded in the process (main namespace and dlmopen ones,
- * as dl_iterate_phdr reports them) except one.
+ * as dl_iterate_phdr reports them) except the patcher's own.
  *
  * A slot is written only when it holds the real function, or a lazy-binding
  * PLT address inside its own object; slots holding our hook are left (so
@@ -33,13 +33,14 @@ typedef struct ucm_cuda_got_result {
 } ucm_cuda_got_result_t;
 
 /*
- * Apply 'count' patches to every loaded object whose load base is not
- * 'skip_base'.  Counts are added to *result.  UCS_ERR_IO_ERROR when a RELRO
- * page could not be made writable (logged; the other slots are still
- * patched), UCS_ERR_UNSUPPORTED on other architectures.
+ * Apply 'count' patches to every loaded object but the one whose loaded
+ * segments contain 'skip_addr'.  Counts are added to *result.
+ * UCS_ERR_IO_ERROR when a RELRO page could not be made writable (logged; the
+ * other slots are still patched), UCS_ERR_UNSUPPORTED on other
+ * architectures.
  */
 ucs_status_t ucm_cuda_got_apply(const ucm_cuda_got_patch_t *patches,
-                                unsigned count, const void *skip_base,
+                                unsigned count, const void *skip_addr,
                                 ucm_cuda_got_result_t *result);
 
 #endif
