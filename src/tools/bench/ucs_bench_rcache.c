@@ -1,0 +1,539 @@
+/*
+ * ucs_bench_rcache: registration cache speed, ours against Debian's stock
+ * UCX 1.13 rcache and against no cache (register on every use), with the
+ * same fake registration cost model, in one run.
+ *
+ * Usage: ucs_bench_rcache [--quick] [--ours PATH] [--ucx PATH]
+ *   --ours PATH  our libucs.so.0 (env UCS_BENCH_OURS; default: the build
+ *                tree's src/ucs/.libs/libucs.so.0)
+ *   --ucx PATH   stock libucs.so.0 (env UCS_BENCH_UCX; default
+ *                /usr/lib/x86_64-linux-gnu/libucs.so.0)
+ *   --quick      fewer regions and iterations
+ *
+ * Both libraries have the soname libucs.so.0, so each implementation runs
+ * in its own forked worker that dlopen()s it; workers report "name value"
+ * lines through a pipe and the driver prints one table.  Every timing is
+ * the best of a few rounds (the machine may be shared).
+ *
+ * Cost model: mem_reg spins UCS_BENCH_REG_NS, mem_dereg UCS_BENCH_DEREG_NS.
+ * "none" calls them directly for every get+put.
+ */
+#include <ucs/memory/rcache.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UCS_BENCH_OURS_BUILD
+#define UCS_BENCH_OURS_BUILD "src/ucs/.libs/libucs.so.0"
+#endif
+#define UCS_BENCH_UCX_DEFAULT "/usr/lib/x86_64-linux-gnu/libucs.so.0"
+#define UCS_BENCH_REG_NS      300
+#define UCS_BENCH_DEREG_NS    100
+#define UCS_BENCH_PAGE        4096ul
+#define UCS_BENCH_VM_UNMAPPED (1 << 17)
+#define UCS_BENCH_ROUNDS      3
+#define UCS_BENCH_MAX_RESULTS 64
+
+typedef struct {
+    ucs_status_t (*create)(const ucs_rcache_params_t*, const char*, void*,
+                           ucs_rcache_t**);
+    void         (*destroy)(ucs_rcache_t*);
+    ucs_status_t (*get)(ucs_rcache_t*, void*, size_t, int, void*,
+                        ucs_rcache_region_t**);
+    void         (*put)(ucs_rcache_t*, ucs_rcache_region_t*);
+} bench_api_t;
+
+typedef struct {
+    char   name[128];
+    double value[3];   /* ours, ucx, none */
+    int    valid[3];
+} bench_result_t;
+
+static const char *bench_impl_names[] = {"ours", "ucx", "none"};
+static bench_api_t bench_api;
+static int         bench_impl;    /* 0 ours, 1 ucx, 2 none */
+static int         bench_quick;
+static FILE        *bench_out;
+
+static double bench_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void bench_spin_ns(double ns)
+{
+    double end = bench_now_ns() + ns;
+
+    while (bench_now_ns() < end) {
+    }
+}
+
+static ucs_status_t bench_mem_reg(void *context, ucs_rcache_t *rcache,
+                                  void *arg, ucs_rcache_region_t *region,
+                                  uint16_t flags)
+{
+    bench_spin_ns(UCS_BENCH_REG_NS);
+    return UCS_OK;
+}
+
+static void bench_mem_dereg(void *context, ucs_rcache_t *rcache,
+                            ucs_rcache_region_t *region)
+{
+    bench_spin_ns(UCS_BENCH_DEREG_NS);
+}
+
+static const ucs_rcache_ops_t bench_ops = {bench_mem_reg, bench_mem_dereg,
+                                           NULL};
+
+/* "none": a registration per use */
+static ucs_rcache_region_t bench_none_region;
+
+static ucs_status_t bench_none_create(const ucs_rcache_params_t *params,
+                                      const char *name, void *stats,
+                                      ucs_rcache_t **rcache_p)
+{
+    *rcache_p = (ucs_rcache_t*)&bench_none_region;
+    return UCS_OK;
+}
+
+static void bench_none_destroy(ucs_rcache_t *rcache)
+{
+}
+
+static ucs_status_t bench_none_get(ucs_rcache_t *rcache, void *addr,
+                                   size_t len, int prot, void *arg,
+                                   ucs_rcache_region_t **region_p)
+{
+    bench_mem_reg(NULL, rcache, arg, &bench_none_region, 0);
+    *region_p = &bench_none_region;
+    return UCS_OK;
+}
+
+static void bench_none_put(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+    bench_mem_dereg(NULL, rcache, region);
+}
+
+static void bench_report(const char *name, double value)
+{
+    fprintf(bench_out, "%s %.3f\n", name, value);
+    fflush(bench_out);
+}
+
+static ucs_rcache_t *bench_create(unsigned long max_regions)
+{
+    ucs_rcache_params_t params;
+    ucs_rcache_t *rcache;
+
+    memset(&params, 0, sizeof(params));
+    params.region_struct_size = sizeof(ucs_rcache_region_t);
+    params.alignment          = UCS_BENCH_PAGE;
+    params.max_alignment      = UCS_BENCH_PAGE;
+    params.ucm_events         = UCS_BENCH_VM_UNMAPPED;
+    params.ucm_event_priority = 1000;
+    params.ops                = &bench_ops;
+    params.max_regions        = max_regions;
+    params.max_size           = SIZE_MAX;
+    params.max_unreleased     = SIZE_MAX;
+    if (bench_api.create(&params, "bench", NULL, &rcache) != UCS_OK) {
+        fprintf(stderr, "%s: rcache create failed\n",
+                bench_impl_names[bench_impl]);
+        exit(3);
+    }
+    return rcache;
+}
+
+static void *bench_map(size_t npages)
+{
+    void *p = mmap(NULL, npages * UCS_BENCH_PAGE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(3);
+    }
+    return p;
+}
+
+static inline void bench_get_put(ucs_rcache_t *rcache, void *addr,
+                                 size_t len)
+{
+    ucs_rcache_region_t *region;
+
+    if (bench_api.get(rcache, addr, len, PROT_READ | PROT_WRITE, NULL,
+                      &region) != UCS_OK) {
+        fprintf(stderr, "get failed\n");
+        exit(3);
+    }
+    bench_api.put(rcache, region);
+}
+
+static long bench_rss_kb(void)
+{
+    long size, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &size, &rss) != 2) {
+            rss = 0;
+        }
+        fclose(f);
+    }
+    return rss * (UCS_BENCH_PAGE / 1024);
+}
+
+/* random get+put over n regions at every other page */
+static void bench_random_hits(unsigned long n, const char *name)
+{
+    unsigned long iters = bench_quick ? 200000 : 2000000;
+    char *area          = bench_map(2 * n);
+    ucs_rcache_t *rcache;
+    uint64_t x = 88172645463325252ull;
+    double best = 1e30, t;
+    unsigned long i, r;
+    long rss0, rss1;
+    char key[64];
+
+    rss0   = bench_rss_kb();
+    rcache = bench_create(~0ul);
+    for (i = 0; i < n; ++i) {
+        bench_get_put(rcache, area + 2 * i * UCS_BENCH_PAGE, 64);
+    }
+    rss1 = bench_rss_kb();
+    if ((n >= 100000) && (bench_impl != 2)) {
+        snprintf(key, sizeof(key), "memory/region %lu (bytes)", n);
+        bench_report(key, (rss1 - rss0) * 1024.0 / n);
+    }
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        t = bench_now_ns();
+        for (i = 0; i < iters; ++i) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            bench_get_put(rcache, area + 2 * (x % n) * UCS_BENCH_PAGE + 8,
+                          64);
+        }
+        t = (bench_now_ns() - t) / iters;
+        best = (t < best) ? t : best;
+    }
+    bench_report(name, best);
+    bench_api.destroy(rcache);
+    munmap(area, 2 * n * UCS_BENCH_PAGE);
+}
+
+typedef struct {
+    ucs_rcache_t  *rcache;
+    char          *addr;
+    unsigned long iters;
+} bench_thread_arg_t;
+
+static void *bench_thread(void *p)
+{
+    bench_thread_arg_t *arg = p;
+    unsigned long i;
+
+    for (i = 0; i < arg->iters; ++i) {
+        bench_get_put(arg->rcache, arg->addr, 64);
+    }
+    return NULL;
+}
+
+/* aggregate Mops/s of nthreads on one shared or on private regions */
+static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
+                            int shared)
+{
+    unsigned long iters = bench_quick ? 300000 : 3000000;
+    bench_thread_arg_t args[2];
+    pthread_t threads[2];
+    double best = 0, t, rate;
+    int r, i;
+
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        for (i = 0; i < nthreads; ++i) {
+            args[i].rcache = rcache;
+            args[i].addr   = area + (shared ? 0 : 2 * i * UCS_BENCH_PAGE);
+            args[i].iters  = iters;
+        }
+        t = bench_now_ns();
+        for (i = 0; i < nthreads; ++i) {
+            pthread_create(&threads[i], NULL, bench_thread, &args[i]);
+        }
+        for (i = 0; i < nthreads; ++i) {
+            pthread_join(threads[i], NULL);
+        }
+        t    = bench_now_ns() - t;
+        rate = nthreads * iters / t * 1e3;
+        best = (rate > best) ? rate : best;
+    }
+    return best;
+}
+
+static void bench_scaling(void)
+{
+    char *area           = bench_map(4);
+    ucs_rcache_t *rcache = bench_create(~0ul);
+    double one, shared, priv;
+
+    bench_get_put(rcache, area, 64);
+    bench_get_put(rcache, area + 2 * UCS_BENCH_PAGE, 64);
+    one    = bench_threads(rcache, area, 1, 1);
+    shared = bench_threads(rcache, area, 2, 1);
+    priv   = bench_threads(rcache, area, 2, 0);
+    bench_report("1 thread (Mops/s)", one);
+    bench_report("2 threads, one region (Mops/s)", shared);
+    bench_report("2 threads, private regions (Mops/s)", priv);
+    bench_api.destroy(rcache);
+    munmap(area, 4 * UCS_BENCH_PAGE);
+}
+
+/* every get misses and evicts the least recently used region */
+static void bench_miss_evict(void)
+{
+    unsigned long n = 4096, iters = bench_quick ? 20000 : 200000;
+    char *area      = bench_map(2 * n);
+    ucs_rcache_t *rcache = bench_create(1000);
+    double best = 1e30, t;
+    unsigned long i, r;
+
+    for (i = 0; i < n; ++i) {
+        bench_get_put(rcache, area + 2 * i * UCS_BENCH_PAGE, 64);
+    }
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        t = bench_now_ns();
+        for (i = 0; i < iters; ++i) {
+            bench_get_put(rcache, area + 2 * (i % n) * UCS_BENCH_PAGE, 64);
+        }
+        t = (bench_now_ns() - t) / iters;
+        best = (t < best) ? t : best;
+    }
+    bench_report("miss + LRU eviction (ns)", best);
+    bench_api.destroy(rcache);
+    munmap(area, 2 * n * UCS_BENCH_PAGE);
+}
+
+/* munmap of an area holding n cached regions, per region, over empty */
+static void bench_munmap(unsigned long n, const char *name)
+{
+    ucs_rcache_t *rcache = bench_create(~0ul);
+    double best = 1e30, base = 1e30, t;
+    unsigned long i, r;
+    char *area;
+
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        area = bench_map(2 * n);
+        t    = bench_now_ns();
+        munmap(area, 2 * n * UCS_BENCH_PAGE);
+        t    = bench_now_ns() - t;
+        base = (t < base) ? t : base;
+
+        area = bench_map(2 * n);
+        for (i = 0; i < n; ++i) {
+            bench_get_put(rcache, area + 2 * i * UCS_BENCH_PAGE, 64);
+        }
+        t = bench_now_ns();
+        munmap(area, 2 * n * UCS_BENCH_PAGE);
+        t    = bench_now_ns() - t;
+        best = (t < best) ? t : best;
+        /* let the cache release them before the next round */
+        area = bench_map(1);
+        bench_get_put(rcache, area, 64);
+        munmap(area, UCS_BENCH_PAGE);
+    }
+    bench_report(name, (best - base) / n);
+    bench_api.destroy(rcache);
+}
+
+static void bench_worker(const char *lib)
+{
+    void *handle;
+    char *area;
+    ucs_rcache_t *rcache;
+    double best = 1e30, t;
+    unsigned long i, r, iters = bench_quick ? 1000000 : 10000000;
+
+    if (bench_impl == 2) {
+        bench_api.create  = bench_none_create;
+        bench_api.destroy = bench_none_destroy;
+        bench_api.get     = bench_none_get;
+        bench_api.put     = bench_none_put;
+        iters            /= 100;
+    } else {
+        handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) {
+            fprintf(stderr, "%s: %s\n", bench_impl_names[bench_impl],
+                    dlerror());
+            exit(3);
+        }
+        bench_api.create  = dlsym(handle, "ucs_rcache_create");
+        bench_api.destroy = dlsym(handle, "ucs_rcache_destroy");
+        bench_api.get     = dlsym(handle, "ucs_rcache_get");
+        bench_api.put     = dlsym(handle, "ucs_rcache_region_put");
+        if (!bench_api.create || !bench_api.destroy || !bench_api.get ||
+            !bench_api.put) {
+            fprintf(stderr, "%s: ucs_rcache_* not found in %s\n",
+                    bench_impl_names[bench_impl], lib);
+            exit(3);
+        }
+    }
+
+    area   = bench_map(2);
+    rcache = bench_create(~0ul);
+    bench_get_put(rcache, area, 64);
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        t = bench_now_ns();
+        for (i = 0; i < iters; ++i) {
+            bench_get_put(rcache, area + 8, 64);
+        }
+        t = (bench_now_ns() - t) / iters;
+        best = (t < best) ? t : best;
+    }
+    bench_report("hit get+put, 1 region (ns)", best);
+    bench_api.destroy(rcache);
+    munmap(area, 2 * UCS_BENCH_PAGE);
+
+    bench_random_hits(10000, "random hits, 10k regions (ns)");
+    bench_random_hits(100000, "random hits, 100k regions (ns)");
+    if (bench_impl != 2) {
+        bench_random_hits(bench_quick ? 200000 : 1000000,
+                          bench_quick ? "random hits, 200k regions (ns)" :
+                                        "random hits, 1M regions (ns)");
+    }
+    bench_scaling();
+    bench_miss_evict();
+    if (bench_impl != 2) {
+        bench_munmap(1000, "munmap per cached region, 1k (ns)");
+        bench_munmap(10000, "munmap per cached region, 10k (ns)");
+    }
+}
+
+static int bench_run_worker(int impl, const char *lib,
+                            bench_result_t *results, unsigned *nresults)
+{
+    char line[256], name[128];
+    double value;
+    int fds[2], status;
+    unsigned i;
+    pid_t pid;
+    FILE *in;
+    char *sp;
+
+    if (pipe(fds) != 0) {
+        return -1;
+    }
+    pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        bench_out  = fdopen(fds[1], "w");
+        bench_impl = impl;
+        bench_worker(lib);
+        fclose(bench_out);
+        _exit(0);
+    }
+    close(fds[1]);
+    in = fdopen(fds[0], "r");
+    while (fgets(line, sizeof(line), in) != NULL) {
+        sp = strrchr(line, ' ');
+        if (sp == NULL) {
+            continue;
+        }
+        *sp   = '\0';
+        value = atof(sp + 1);
+        strncpy(name, line, sizeof(name) - 1);
+        name[sizeof(name) - 1] = '\0';
+        for (i = 0; i < *nresults; ++i) {
+            if (!strcmp(results[i].name, name)) {
+                break;
+            }
+        }
+        if ((i == *nresults) && (i < UCS_BENCH_MAX_RESULTS)) {
+            memcpy(results[i].name, name, sizeof(name));
+            ++*nresults;
+        }
+        if (i < UCS_BENCH_MAX_RESULTS) {
+            results[i].value[impl] = value;
+            results[i].valid[impl] = 1;
+        }
+    }
+    fclose(in);
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "worker '%s' failed (status 0x%x)\n",
+                bench_impl_names[impl], status);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *ours = getenv("UCS_BENCH_OURS");
+    const char *ucx  = getenv("UCS_BENCH_UCX");
+    bench_result_t results[UCS_BENCH_MAX_RESULTS];
+    unsigned nresults = 0, i, j;
+    char cell[3][24], ratio[24];
+    int ret = 0;
+
+    for (i = 1; i < (unsigned)argc; ++i) {
+        if (!strcmp(argv[i], "--quick")) {
+            bench_quick = 1;
+        } else if (!strcmp(argv[i], "--ours") && (i + 1 < (unsigned)argc)) {
+            ours = argv[++i];
+        } else if (!strcmp(argv[i], "--ucx") && (i + 1 < (unsigned)argc)) {
+            ucx = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s [--quick] [--ours PATH] [--ucx PATH]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (ours == NULL) {
+        ours = UCS_BENCH_OURS_BUILD;
+    }
+    if (ucx == NULL) {
+        ucx = UCS_BENCH_UCX_DEFAULT;
+    }
+    memset(results, 0, sizeof(results));
+    printf("fake registration: mem_reg %d ns, mem_dereg %d ns; best of %d "
+           "rounds\nours: %s\nucx:  %s\n\n", UCS_BENCH_REG_NS,
+           UCS_BENCH_DEREG_NS, UCS_BENCH_ROUNDS, ours, ucx);
+    fflush(stdout);
+    ret |= bench_run_worker(0, ours, results, &nresults) ? 1 : 0;
+    bench_run_worker(1, ucx, results, &nresults);
+    bench_run_worker(2, NULL, results, &nresults);
+
+    printf("%-40s %12s %12s %12s %10s\n", "case", "ours", "ucx-1.13",
+           "none", "ucx/ours");
+    for (i = 0; i < nresults; ++i) {
+        for (j = 0; j < 3; ++j) {
+            if (results[i].valid[j]) {
+                snprintf(cell[j], sizeof(cell[j]), "%.1f",
+                         results[i].value[j]);
+            } else {
+                snprintf(cell[j], sizeof(cell[j]), "-");
+            }
+        }
+        if (results[i].valid[0] && results[i].valid[1] &&
+            (results[i].value[0] > 0)) {
+            snprintf(ratio, sizeof(ratio), "%.2fx",
+                     results[i].value[1] / results[i].value[0]);
+        } else {
+            snprintf(ratio, sizeof(ratio), "-");
+        }
+        printf("%-40s %12s %12s %12s %10s\n", results[i].name, cell[0],
+               cell[1], cell[2], ratio);
+    }
+    printf("\n(Mops/s rows: higher is better, ucx/ours < 1 means ours is "
+           "faster;\n other rows: ns, ucx/ours > 1 means ours is faster.)\n");
+    return ret;
+}
