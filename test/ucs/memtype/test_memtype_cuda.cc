@@ -366,3 +366,44 @@ TEST_F(memtype_cuda, threads)
 }
 
 } // namespace
+
+namespace {
+
+/* An object loaded after the installation is patched by the next
+ * ucm_cuda_hooks_install(), including -fno-plt GLOB_DAT slots in RELRO. */
+TEST_F(memtype_cuda, object_loaded_later)
+{
+    install();
+    hooks &h = load_hooks();
+    ucm_cuda_hooks_stats_t before, after;
+
+    void *module = dlopen(UCMT_CUDA_USER_LIB, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nullptr, module) << dlerror();
+    auto user_alloc = (int (*)(void**, size_t))dlsym(
+            module, "ucmt_fakecuda_user_alloc");
+    auto user_free  = (int (*)(void*))dlsym(module, "ucmt_fakecuda_user_free");
+    ASSERT_NE(nullptr, user_alloc);
+    ASSERT_NE(nullptr, user_free);
+
+    /* not patched yet: documented, nothing reported */
+    void *p = nullptr;
+    ASSERT_TRUE(user_alloc(&p, 12345));
+    expect_unknown(p, 12345);
+    ASSERT_TRUE(user_free(p));
+    expect_events(0, 0);
+
+    h.stats(&before);
+    ASSERT_EQ(UCS_OK, h.install());
+    h.stats(&after);
+    EXPECT_EQ(before.slots_written + 2, after.slots_written);
+
+    ASSERT_TRUE(user_alloc(&p, 12345));
+    expect_known(p, UCS_MEMORY_TYPE_CUDA);
+    ASSERT_TRUE(user_free(p));
+    expect_unknown(p, 12345);
+    expect_events(1, 1);
+
+    dlclose(module);
+}
+
+} // namespace
