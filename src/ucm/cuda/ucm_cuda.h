@@ -11,7 +11,9 @@
  * headers): cuMemAlloc_v2, cuMemAllocManaged, cuMemAllocPitch_v2,
  * cuMemAllocAsync, cuMemFree_v2, cuMemFreeAsync, cudaMalloc,
  * cudaMallocManaged, cudaMallocPitch, cudaMallocAsync, cudaFree,
- * cudaFreeAsync.  The hooks patch the GOT/PLT slots naming them in every
+ * cudaFreeAsync, and the per-thread default stream variants
+ * cuMemAllocAsync_ptsz, cuMemFreeAsync_ptsz, cudaMallocAsync_ptsz and
+ * cudaFreeAsync_ptsz.  The hooks patch the GOT/PLT slots naming them in every
  * loaded object (not the entry of the functions themselves), and call the
  * real function found with dlsym(RTLD_NEXT), else dlsym(RTLD_DEFAULT).
  * Not hooked: calls through pointers from cuGetProcAddress, a statically

@@ -31,6 +31,11 @@ typedef enum ucm_cuda_hook_id {
     UCM_CUDA_HOOK_MALLOC_ASYNC,
     UCM_CUDA_HOOK_FREE,
     UCM_CUDA_HOOK_FREE_ASYNC,
+    /* per-thread default stream variants (same types) */
+    UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ,
+    UCM_CUDA_HOOK_MEM_FREE_ASYNC_PTSZ,
+    UCM_CUDA_HOOK_MALLOC_ASYNC_PTSZ,
+    UCM_CUDA_HOOK_FREE_ASYNC_PTSZ,
     UCM_CUDA_HOOK_LAST
 } ucm_cuda_hook_id_t;
 
@@ -48,6 +53,10 @@ static __typeof__(cudaMallocPitch)   ucm_cudart_malloc_pitch;
 static __typeof__(cudaMallocAsync)   ucm_cudart_malloc_async;
 static __typeof__(cudaFree)          ucm_cudart_free;
 static __typeof__(cudaFreeAsync)     ucm_cudart_free_async;
+static __typeof__(cuMemAllocAsync)   ucm_cuda_mem_alloc_async_ptsz;
+static __typeof__(cuMemFreeAsync)    ucm_cuda_mem_free_async_ptsz;
+static __typeof__(cudaMallocAsync)   ucm_cudart_malloc_async_ptsz;
+static __typeof__(cudaFreeAsync)     ucm_cudart_free_async_ptsz;
 
 /* ->real is written once, before any slot points to ->hook. */
 static ucm_cuda_got_patch_t ucm_cuda_patches[] = {
@@ -79,7 +88,19 @@ static ucm_cuda_got_patch_t ucm_cuda_patches[] = {
     [UCM_CUDA_HOOK_FREE]              = {"cudaFree",
                                          (void*)ucm_cudart_free, NULL},
     [UCM_CUDA_HOOK_FREE_ASYNC]        = {"cudaFreeAsync",
-                                         (void*)ucm_cudart_free_async, NULL}
+                                         (void*)ucm_cudart_free_async, NULL},
+    [UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ] = {"cuMemAllocAsync_ptsz",
+                                            (void*)ucm_cuda_mem_alloc_async_ptsz,
+                                            NULL},
+    [UCM_CUDA_HOOK_MEM_FREE_ASYNC_PTSZ]  = {"cuMemFreeAsync_ptsz",
+                                            (void*)ucm_cuda_mem_free_async_ptsz,
+                                            NULL},
+    [UCM_CUDA_HOOK_MALLOC_ASYNC_PTSZ]    = {"cudaMallocAsync_ptsz",
+                                            (void*)ucm_cudart_malloc_async_ptsz,
+                                            NULL},
+    [UCM_CUDA_HOOK_FREE_ASYNC_PTSZ]      = {"cudaFreeAsync_ptsz",
+                                            (void*)ucm_cudart_free_async_ptsz,
+                                            NULL}
 };
 
 static pthread_mutex_t ucm_cuda_install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -170,17 +191,32 @@ static CUresult ucm_cuda_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pPitch,
     return ret;
 }
 
-static CUresult ucm_cuda_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize,
-                                         CUstream hStream)
+static CUresult ucm_cuda_mem_alloc_async_by(ucm_cuda_hook_id_t id,
+                                            CUdeviceptr *dptr,
+                                            size_t bytesize, CUstream hStream)
 {
-    __typeof__(&cuMemAllocAsync) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MEM_ALLOC_ASYNC, cuMemAllocAsync);
-    CUresult ret = real(dptr, bytesize, hStream);
+    __typeof__(&cuMemAllocAsync) real = UCM_CUDA_REAL(id, cuMemAllocAsync);
+    CUresult ret                      = real(dptr, bytesize, hStream);
 
     if (ret == CUDA_SUCCESS) {
         ucm_cuda_report_alloc(*dptr, bytesize, UCS_MEMORY_TYPE_CUDA);
     }
     return ret;
+}
+
+static CUresult ucm_cuda_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize,
+                                         CUstream hStream)
+{
+    return ucm_cuda_mem_alloc_async_by(UCM_CUDA_HOOK_MEM_ALLOC_ASYNC, dptr,
+                                       bytesize, hStream);
+}
+
+static CUresult ucm_cuda_mem_alloc_async_ptsz(CUdeviceptr *dptr,
+                                              size_t bytesize,
+                                              CUstream hStream)
+{
+    return ucm_cuda_mem_alloc_async_by(UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ,
+                                       dptr, bytesize, hStream);
 }
 
 static CUresult ucm_cuda_mem_free(CUdeviceptr dptr)
@@ -200,10 +236,10 @@ static CUresult ucm_cuda_mem_free(CUdeviceptr dptr)
     return ret;
 }
 
-static CUresult ucm_cuda_mem_free_async(CUdeviceptr dptr, CUstream hStream)
+static CUresult ucm_cuda_mem_free_async_by(ucm_cuda_hook_id_t id,
+                                           CUdeviceptr dptr, CUstream hStream)
 {
-    __typeof__(&cuMemFreeAsync) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MEM_FREE_ASYNC, cuMemFreeAsync);
+    __typeof__(&cuMemFreeAsync) real = UCM_CUDA_REAL(id, cuMemFreeAsync);
     ucs_memory_type_t mem_type;
     size_t size;
     int tracked;
@@ -215,6 +251,19 @@ static CUresult ucm_cuda_mem_free_async(CUdeviceptr dptr, CUstream hStream)
         ucm_cuda_report_free_failed(tracked, dptr, size, mem_type);
     }
     return ret;
+}
+
+static CUresult ucm_cuda_mem_free_async(CUdeviceptr dptr, CUstream hStream)
+{
+    return ucm_cuda_mem_free_async_by(UCM_CUDA_HOOK_MEM_FREE_ASYNC, dptr,
+                                      hStream);
+}
+
+static CUresult ucm_cuda_mem_free_async_ptsz(CUdeviceptr dptr,
+                                             CUstream hStream)
+{
+    return ucm_cuda_mem_free_async_by(UCM_CUDA_HOOK_MEM_FREE_ASYNC_PTSZ, dptr,
+                                      hStream);
 }
 
 /* ---- runtime API ---- */
@@ -259,17 +308,31 @@ static cudaError_t ucm_cudart_malloc_pitch(void **devPtr, size_t *pitch,
     return ret;
 }
 
-static cudaError_t ucm_cudart_malloc_async(void **devPtr, size_t size,
-                                           cudaStream_t hStream)
+static cudaError_t ucm_cudart_malloc_async_by(ucm_cuda_hook_id_t id,
+                                              void **devPtr, size_t size,
+                                              cudaStream_t hStream)
 {
-    __typeof__(&cudaMallocAsync) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MALLOC_ASYNC, cudaMallocAsync);
-    cudaError_t ret = real(devPtr, size, hStream);
+    __typeof__(&cudaMallocAsync) real = UCM_CUDA_REAL(id, cudaMallocAsync);
+    cudaError_t ret                   = real(devPtr, size, hStream);
 
     if (ret == cudaSuccess) {
         ucm_cuda_report_alloc((uintptr_t)*devPtr, size, UCS_MEMORY_TYPE_CUDA);
     }
     return ret;
+}
+
+static cudaError_t ucm_cudart_malloc_async(void **devPtr, size_t size,
+                                           cudaStream_t hStream)
+{
+    return ucm_cudart_malloc_async_by(UCM_CUDA_HOOK_MALLOC_ASYNC, devPtr,
+                                      size, hStream);
+}
+
+static cudaError_t ucm_cudart_malloc_async_ptsz(void **devPtr, size_t size,
+                                                cudaStream_t hStream)
+{
+    return ucm_cudart_malloc_async_by(UCM_CUDA_HOOK_MALLOC_ASYNC_PTSZ, devPtr,
+                                      size, hStream);
 }
 
 static cudaError_t ucm_cudart_free(void *devPtr)
@@ -289,10 +352,11 @@ static cudaError_t ucm_cudart_free(void *devPtr)
     return ret;
 }
 
-static cudaError_t ucm_cudart_free_async(void *devPtr, cudaStream_t hStream)
+static cudaError_t ucm_cudart_free_async_by(ucm_cuda_hook_id_t id,
+                                            void *devPtr,
+                                            cudaStream_t hStream)
 {
-    __typeof__(&cudaFreeAsync) real = UCM_CUDA_REAL(UCM_CUDA_HOOK_FREE_ASYNC,
-                                                    cudaFreeAsync);
+    __typeof__(&cudaFreeAsync) real = UCM_CUDA_REAL(id, cudaFreeAsync);
     ucs_memory_type_t mem_type;
     size_t size;
     cudaError_t ret;
@@ -305,6 +369,19 @@ static cudaError_t ucm_cudart_free_async(void *devPtr, cudaStream_t hStream)
                                     mem_type);
     }
     return ret;
+}
+
+static cudaError_t ucm_cudart_free_async(void *devPtr, cudaStream_t hStream)
+{
+    return ucm_cudart_free_async_by(UCM_CUDA_HOOK_FREE_ASYNC, devPtr,
+                                    hStream);
+}
+
+static cudaError_t ucm_cudart_free_async_ptsz(void *devPtr,
+                                              cudaStream_t hStream)
+{
+    return ucm_cudart_free_async_by(UCM_CUDA_HOOK_FREE_ASYNC_PTSZ, devPtr,
+                                    hStream);
 }
 
 /* ---- installation ---- */

@@ -51,6 +51,33 @@ extern __thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
 /* What the replacement calls (in ucm_hot: read on every call). */
 #define UCM_HOOK_ORIG(_id, _type) ((_type)ucm_hot.orig[_id])
 
+/* Depth of original calls in progress on this thread (see below). */
+extern __thread int ucm_hook_chain_depth
+        __attribute__((tls_model("initial-exec")));
+
+/* The original of hook _id.  Inside another original call on this thread it
+ * is libucm's own equivalent: when the original is a library that we chain
+ * to and that itself calls libc's (patched) entry, as sanitizer interceptors
+ * do, the nested call reports its events but cannot loop back. */
+static UCS_F_ALWAYS_INLINE void *ucm_hook_orig(int id)
+{
+    if (ucs_unlikely(ucm_hook_chain_depth > 0) &&
+        (ucm_hook_funcs[id].raw != NULL)) {
+        return ucm_hook_funcs[id].raw;
+    }
+    return ucm_hot.orig[id];
+}
+
+#define UCM_HOOK_CALL_ORIG(_id, _type, ...) \
+    ({ \
+        _type _orig = (_type)ucm_hook_orig(_id); \
+        __typeof__(_orig(__VA_ARGS__)) _ret; \
+        ++ucm_hook_chain_depth; \
+        _ret = _orig(__VA_ARGS__); \
+        --ucm_hook_chain_depth; \
+        _ret; \
+    })
+
 typedef void *(*ucm_mmap_func_t)(void*, size_t, int, int, int, off_t);
 typedef int (*ucm_munmap_func_t)(void*, size_t);
 typedef void *(*ucm_mremap_func_t)(void*, size_t, size_t, int, ...);

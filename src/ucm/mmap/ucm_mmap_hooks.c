@@ -27,6 +27,7 @@
 #endif
 
 __thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
+__thread int ucm_hook_chain_depth __attribute__((tls_model("initial-exec")));
 
 int ucm_madvise_discards(int advice)
 {
@@ -67,9 +68,9 @@ static UCS_F_ALWAYS_INLINE void ucm_hook_leave(int saved_errno)
     errno = saved_errno;
 }
 
-static UCS_F_ALWAYS_INLINE void
-ucm_hook_vm(const ucm_event_list_t *list, ucm_event_type_t type, void *addr,
-            size_t len)
+static UCS_F_ALWAYS_INLINE void ucm_hook_vm(const ucm_event_list_t *list,
+                                            ucm_event_type_t type, void *addr,
+                                            size_t len)
 {
     ucm_event_t event;
 
@@ -100,18 +101,17 @@ ucm_hook_native_after(const ucm_event_list_t *list, ucm_event_type_t type,
     }
 }
 
-UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags,
-                         int fd, off_t offset)
+UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
+                         off_t offset)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MMAP |
-                                            UCM_EVENT_VM_MAPPED |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list = ucm_hook_enter(
+        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
 
     if (list == NULL) {
-        return UCM_HOOK_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t)(addr, length, prot,
-                                                            flags, fd, offset);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t, addr, length,
+                                  prot, flags, fd, offset);
     }
     event.mmap.result  = MAP_FAILED;
     event.mmap.address = addr;
@@ -126,9 +126,9 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags,
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.mmap.address,
                     event.mmap.size);
     }
-    event.mmap.result = UCM_HOOK_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t)(
-            event.mmap.address, event.mmap.size, event.mmap.prot,
-            event.mmap.flags, event.mmap.fd, event.mmap.offset);
+    event.mmap.result = UCM_HOOK_CALL_ORIG(
+        UCM_HOOK_MMAP, ucm_mmap_func_t, event.mmap.address, event.mmap.size,
+        event.mmap.prot, event.mmap.flags, event.mmap.fd, event.mmap.offset);
     saved_errno = errno;
     ucm_hook_native_after(list, UCM_EVENT_MMAP, &event);
     if (event.mmap.result != MAP_FAILED) {
@@ -141,18 +141,20 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags,
 
 UCS_F_HOT int ucm_munmap(void *addr, size_t length)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MUNMAP |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list =
+        ucm_hook_enter(UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
 
     if (list == NULL) {
-        return UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(addr, length);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr,
+                                  length);
     }
     if (!(list->events & UCM_EVENT_MUNMAP)) {
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
         ucm_rcu_read_unlock(); /* the original call needs no read section */
-        return UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(addr, length);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr,
+                                  length);
     }
     event.munmap.result  = -1;
     event.munmap.address = addr;
@@ -160,8 +162,9 @@ UCS_F_HOT int ucm_munmap(void *addr, size_t length)
     ucm_hook_native_before(list, UCM_EVENT_MUNMAP, &event);
     ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.munmap.address,
                 event.munmap.size);
-    event.munmap.result = UCM_HOOK_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t)(
-            event.munmap.address, event.munmap.size);
+    event.munmap.result =
+        UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t,
+                           event.munmap.address, event.munmap.size);
     saved_errno = errno;
     ucm_hook_native_after(list, UCM_EVENT_MUNMAP, &event);
     ucm_hook_leave(saved_errno);
@@ -172,15 +175,15 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
                                          size_t new_size, int flags,
                                          void *new_address)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MREMAP |
-                                            UCM_EVENT_VM_MAPPED |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list = ucm_hook_enter(
+        UCM_EVENT_MREMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
 
     if (list == NULL) {
-        return UCM_HOOK_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t)(
-                old_address, old_size, new_size, flags, new_address);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t,
+                                  old_address, old_size, new_size, flags,
+                                  new_address);
     }
     event.mremap.result   = MAP_FAILED;
     event.mremap.address  = old_address;
@@ -202,11 +205,12 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_address, old_size);
     } else if (new_size < old_size) {
         /* shrink in place: only the tail goes away */
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
-                    (char*)old_address + new_size, old_size - new_size);
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (char *)old_address + new_size,
+                    old_size - new_size);
     }
-    event.mremap.result = UCM_HOOK_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t)(
-            old_address, old_size, new_size, flags, new_address);
+    event.mremap.result =
+        UCM_HOOK_CALL_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t, old_address,
+                           old_size, new_size, flags, new_address);
     saved_errno = errno;
     ucm_hook_native_after(list, UCM_EVENT_MREMAP, &event);
     if (event.mremap.result != MAP_FAILED) {
@@ -225,7 +229,7 @@ UCS_F_HOT void *ucm_mremap_hook(void *old_address, size_t old_size,
 
     if (flags & MREMAP_FIXED) {
         va_start(ap, flags);
-        new_address = va_arg(ap, void*);
+        new_address = va_arg(ap, void *);
         va_end(ap);
     }
     return ucm_mremap_common(old_address, old_size, new_size, flags,
@@ -239,14 +243,14 @@ void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags)
 
 UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_MADVISE |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list =
+        ucm_hook_enter(UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
 
     if (list == NULL) {
-        return UCM_HOOK_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t)(addr, length,
-                                                                  advice);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t, addr,
+                                  length, advice);
     }
     event.madvise.result = -1;
     event.madvise.addr   = addr;
@@ -257,8 +261,9 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.madvise.addr,
                     event.madvise.length);
     }
-    event.madvise.result = UCM_HOOK_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t)(
-            event.madvise.addr, event.madvise.length, event.madvise.advice);
+    event.madvise.result = UCM_HOOK_CALL_ORIG(
+        UCM_HOOK_MADVISE, ucm_madvise_func_t, event.madvise.addr,
+        event.madvise.length, event.madvise.advice);
     saved_errno = errno;
     ucm_hook_native_after(list, UCM_EVENT_MADVISE, &event);
     ucm_hook_leave(saved_errno);
@@ -267,25 +272,24 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
 
 void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SHMAT |
-                                            UCM_EVENT_VM_MAPPED |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list = ucm_hook_enter(
+        UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
     size_t size;
 
     if (list == NULL) {
         size               = ucm_shm_size_by_id(shmid);
-        event.shmat.result = UCM_HOOK_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t)(
-                shmid, shmaddr, shmflg);
-        if ((event.shmat.result != (void*)-1) && (size > 0)) {
+        event.shmat.result = UCM_HOOK_CALL_ORIG(
+            UCM_HOOK_SHMAT, ucm_shmat_func_t, shmid, shmaddr, shmflg);
+        if ((event.shmat.result != (void *)-1) && (size > 0)) {
             saved_errno = errno;
             ucm_shm_table_add(event.shmat.result, size);
             errno = saved_errno;
         }
         return event.shmat.result;
     }
-    event.shmat.result  = (void*)-1;
+    event.shmat.result  = (void *)-1;
     event.shmat.shmid   = shmid;
     event.shmat.shmaddr = shmaddr;
     event.shmat.shmflg  = shmflg;
@@ -293,18 +297,19 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
     size = ucm_shm_size_by_id(event.shmat.shmid);
     if ((event.shmat.shmaddr != NULL) && (event.shmat.shmflg & SHM_REMAP)) {
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
-                    (void*)((uintptr_t)event.shmat.shmaddr &
-                            ~(ucm_sys_page_size() - 1)),
+                    (void *)((uintptr_t)event.shmat.shmaddr &
+                             ~(ucm_sys_page_size() - 1)),
                     size);
     }
-    event.shmat.result = UCM_HOOK_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t)(
-            event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg);
+    event.shmat.result =
+        UCM_HOOK_CALL_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t, event.shmat.shmid,
+                           event.shmat.shmaddr, event.shmat.shmflg);
     saved_errno = errno;
-    if ((event.shmat.result != (void*)-1) && (size > 0)) {
+    if ((event.shmat.result != (void *)-1) && (size > 0)) {
         ucm_shm_table_add(event.shmat.result, size);
     }
     ucm_hook_native_after(list, UCM_EVENT_SHMAT, &event);
-    if (event.shmat.result != (void*)-1) {
+    if (event.shmat.result != (void *)-1) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.shmat.result, size);
     }
     ucm_hook_leave(saved_errno);
@@ -313,14 +318,14 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
 
 int ucm_shmdt(const void *shmaddr)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SHMDT |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list =
+        ucm_hook_enter(UCM_EVENT_SHMDT | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
 
     if (list == NULL) {
-        event.shmdt.result = UCM_HOOK_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t)(
-                shmaddr);
+        event.shmdt.result =
+            UCM_HOOK_CALL_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t, shmaddr);
         if (event.shmdt.result == 0) {
             saved_errno = errno;
             ucm_shm_table_remove(shmaddr);
@@ -332,12 +337,12 @@ int ucm_shmdt(const void *shmaddr)
     event.shmdt.shmaddr = shmaddr;
     ucm_hook_native_before(list, UCM_EVENT_SHMDT, &event);
     if (list->events & UCM_EVENT_VM_UNMAPPED) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (void*)event.shmdt.shmaddr,
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (void *)event.shmdt.shmaddr,
                     ucm_shm_seg_size(event.shmdt.shmaddr));
     }
-    event.shmdt.result = UCM_HOOK_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t)(
-            event.shmdt.shmaddr);
-    saved_errno = errno;
+    event.shmdt.result = UCM_HOOK_CALL_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t,
+                                            event.shmdt.shmaddr);
+    saved_errno        = errno;
     if (event.shmdt.result == 0) {
         ucm_shm_table_remove(event.shmdt.shmaddr);
     }
@@ -348,7 +353,7 @@ int ucm_shmdt(const void *shmaddr)
 
 UCS_F_HOT static void *ucm_brk_current(void)
 {
-    return (void*)ucm_sys_brk(NULL);
+    return (void *)ucm_sys_brk(NULL);
 }
 
 UCS_F_HOT int ucm_brk(void *addr)
@@ -360,23 +365,23 @@ UCS_F_HOT int ucm_brk(void *addr)
 
     /* libc's sbrk calling its brk from inside our sbrk hook: reported there */
     if (ucs_unlikely(ucm_hook_in_sbrk)) {
-        return UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_BRK, ucm_brk_func_t, addr);
     }
     list = ucm_hook_enter(UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED |
                           UCM_EVENT_VM_UNMAPPED);
     if (list == NULL) {
-        return UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(addr);
+        return UCM_HOOK_CALL_ORIG(UCM_HOOK_BRK, ucm_brk_func_t, addr);
     }
     event.brk.result = -1;
     event.brk.addr   = addr;
     ucm_hook_native_before(list, UCM_EVENT_BRK, &event);
     old_brk = ucm_brk_current();
-    if ((event.brk.addr != NULL) && ((char*)event.brk.addr < old_brk)) {
+    if ((event.brk.addr != NULL) && ((char *)event.brk.addr < old_brk)) {
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.brk.addr,
-                    (size_t)(old_brk - (char*)event.brk.addr));
+                    (size_t)(old_brk - (char *)event.brk.addr));
     }
-    event.brk.result = UCM_HOOK_ORIG(UCM_HOOK_BRK, ucm_brk_func_t)(
-            event.brk.addr);
+    event.brk.result =
+        UCM_HOOK_CALL_ORIG(UCM_HOOK_BRK, ucm_brk_func_t, event.brk.addr);
     saved_errno = errno;
     ucm_hook_native_after(list, UCM_EVENT_BRK, &event);
     new_brk = ucm_brk_current();
@@ -395,16 +400,15 @@ UCS_F_HOT static void *ucm_sbrk_call_orig(intptr_t increment)
     void *result;
 
     ++ucm_hook_in_sbrk;
-    result = UCM_HOOK_ORIG(UCM_HOOK_SBRK, ucm_sbrk_func_t)(increment);
+    result = UCM_HOOK_CALL_ORIG(UCM_HOOK_SBRK, ucm_sbrk_func_t, increment);
     --ucm_hook_in_sbrk;
     return result;
 }
 
 UCS_F_HOT void *ucm_sbrk(intptr_t increment)
 {
-    ucm_event_list_t *list = ucm_hook_enter(UCM_EVENT_SBRK |
-                                            UCM_EVENT_VM_MAPPED |
-                                            UCM_EVENT_VM_UNMAPPED);
+    ucm_event_list_t *list = ucm_hook_enter(
+        UCM_EVENT_SBRK | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     char *old_brk;
     int saved_errno;
@@ -412,7 +416,7 @@ UCS_F_HOT void *ucm_sbrk(intptr_t increment)
     if (list == NULL) {
         return ucm_sbrk_call_orig(increment);
     }
-    event.sbrk.result    = (void*)-1;
+    event.sbrk.result    = (void *)-1;
     event.sbrk.increment = increment;
     ucm_hook_native_before(list, UCM_EVENT_SBRK, &event);
     if (event.sbrk.increment < 0) {
@@ -423,7 +427,7 @@ UCS_F_HOT void *ucm_sbrk(intptr_t increment)
     event.sbrk.result = ucm_sbrk_call_orig(event.sbrk.increment);
     saved_errno       = errno;
     ucm_hook_native_after(list, UCM_EVENT_SBRK, &event);
-    if ((event.sbrk.result != (void*)-1) && (event.sbrk.increment > 0)) {
+    if ((event.sbrk.result != (void *)-1) && (event.sbrk.increment > 0)) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.sbrk.result,
                     (size_t)event.sbrk.increment);
     }
@@ -446,7 +450,7 @@ static void **ucm_mmap_curbrk_get(void)
 UCS_F_HOT int ucm_mmap_brk_raw(void *addr)
 {
     void **curbrk = ucm_mmap_curbrk_get();
-    void *result  = (void*)ucm_sys_brk(addr);
+    void *result  = (void *)ucm_sys_brk(addr);
 
     if (curbrk != NULL) {
         *curbrk = result;
@@ -466,45 +470,45 @@ UCS_F_HOT void *ucm_mmap_sbrk_raw(intptr_t increment)
 
     if ((curbrk == NULL) || (*curbrk == NULL)) {
         if (ucm_mmap_brk_raw(NULL) < 0) {
-            return (void*)-1;
+            return (void *)-1;
         }
     }
     old = (curbrk != NULL) ? (uintptr_t)*curbrk : (uintptr_t)ucm_sys_brk(NULL);
     if (increment == 0) {
-        return (void*)old;
+        return (void *)old;
     }
     if (((increment > 0) && (old + (uintptr_t)increment < old)) ||
         ((increment < 0) && (old < (uintptr_t)-increment))) {
         errno = ENOMEM;
-        return (void*)-1;
+        return (void *)-1;
     }
-    if (ucm_mmap_brk_raw((void*)(old + (uintptr_t)increment)) < 0) {
-        return (void*)-1;
+    if (ucm_mmap_brk_raw((void *)(old + (uintptr_t)increment)) < 0) {
+        return (void *)-1;
     }
-    return (void*)old;
+    return (void *)old;
 }
 
-UCS_F_HOT void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
-                          int flags, ...)
+UCS_F_HOT void *ucm_mmap_mremap_raw(void *old_address, size_t old_size,
+                                    size_t new_size, int flags, ...)
 {
     void *new_address = NULL;
     va_list ap;
 
     if (flags & MREMAP_FIXED) {
         va_start(ap, flags);
-        new_address = va_arg(ap, void*);
+        new_address = va_arg(ap, void *);
         va_end(ap);
     }
-    return (void*)ucm_sys_to_libc(ucm_sys_mremap(old_address, old_size,
-                                                 new_size, flags, new_address));
+    return (void *)ucm_sys_to_libc(
+        ucm_sys_mremap(old_address, old_size, new_size, flags, new_address));
 }
 
 /* The originals, without events. */
-UCS_F_HOT void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
-                    off_t offset)
+UCS_F_HOT void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags,
+                              int fd, off_t offset)
 {
-    return (void*)ucm_sys_to_libc(
-            ucm_sys_mmap(addr, length, prot, flags, fd, offset));
+    return (void *)ucm_sys_to_libc(
+        ucm_sys_mmap(addr, length, prot, flags, fd, offset));
 }
 
 UCS_F_HOT int ucm_orig_munmap(void *addr, size_t length)
@@ -515,8 +519,8 @@ UCS_F_HOT int ucm_orig_munmap(void *addr, size_t length)
 void *ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size,
                       int flags)
 {
-    return (void*)ucm_sys_to_libc(
-            ucm_sys_mremap(old_address, old_size, new_size, flags, NULL));
+    return (void *)ucm_sys_to_libc(
+        ucm_sys_mremap(old_address, old_size, new_size, flags, NULL));
 }
 
 UCS_F_HOT int ucm_orig_madvise(void *addr, size_t length, int advice)
@@ -526,7 +530,7 @@ UCS_F_HOT int ucm_orig_madvise(void *addr, size_t length, int advice)
 
 void *ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg)
 {
-    return (void*)ucm_sys_to_libc(ucm_sys_shmat(shmid, shmaddr, shmflg));
+    return (void *)ucm_sys_to_libc(ucm_sys_shmat(shmid, shmaddr, shmflg));
 }
 
 int ucm_orig_shmdt(const void *shmaddr)
