@@ -3,6 +3,7 @@
  * Not CUDA: host memory from mmap behind the CUDA names.
  */
 #include "fakecuda.h"
+#include "fakecuda_int.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -126,7 +127,7 @@ static int ucmt_fakecuda_pitch(size_t *pitch_p, size_t width, size_t height,
 /* The exported functions call these helpers, never each other: a call
  * between exported names would go through this library's own GOT, which the
  * hooks patch too (one allocation would then be reported twice). */
-static CUresult ucmt_fakecuda_cu_alloc(CUdeviceptr *dptr, size_t bytesize)
+CUresult ucmt_fakecuda_cu_alloc(CUdeviceptr *dptr, size_t bytesize)
 {
     uintptr_t address;
     int ret = ucmt_fakecuda_alloc(&address, bytesize);
@@ -137,7 +138,7 @@ static CUresult ucmt_fakecuda_cu_alloc(CUdeviceptr *dptr, size_t bytesize)
     return ucmt_fakecuda_cu_result((dptr == NULL) ? -2 : ret);
 }
 
-static cudaError_t ucmt_fakecuda_rt_alloc(void **devPtr, size_t size)
+cudaError_t ucmt_fakecuda_rt_alloc(void **devPtr, size_t size)
 {
     uintptr_t address;
     int ret = (devPtr == NULL) ? -2 : ucmt_fakecuda_alloc(&address, size);
@@ -146,6 +147,16 @@ static cudaError_t ucmt_fakecuda_rt_alloc(void **devPtr, size_t size)
         *devPtr = (void*)address;
     }
     return ucmt_fakecuda_rt_result(ret);
+}
+
+CUresult ucmt_fakecuda_cu_release(CUdeviceptr dptr)
+{
+    return ucmt_fakecuda_cu_result(ucmt_fakecuda_free(dptr));
+}
+
+cudaError_t ucmt_fakecuda_rt_release(void *devPtr)
+{
+    return ucmt_fakecuda_rt_result(ucmt_fakecuda_free((uintptr_t)devPtr));
 }
 
 /* ---- driver API names (the headers map cuMemAlloc to cuMemAlloc_v2...) */
@@ -185,7 +196,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 
 CUresult cuMemFree(CUdeviceptr dptr)
 {
-    return ucmt_fakecuda_cu_result(ucmt_fakecuda_free(dptr));
+    return ucmt_fakecuda_cu_release(dptr);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

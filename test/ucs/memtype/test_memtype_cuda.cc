@@ -13,6 +13,7 @@ extern "C" {
 #include <ucm/cuda/ucm_cuda.h>
 #include <ucs/memory/ucs_memtype_cache.h>
 #include "fakecuda.h"
+#include "test_memtype_cuda_ptsz.h"
 }
 
 #include <cuda.h>
@@ -212,6 +213,11 @@ std::vector<allocator> allocators()
          [](void **p, size_t n) {
              return cudaMallocAsync(p, n, nullptr) == cudaSuccess;
          }, rt_free_async},
+        /* per-thread default stream variants */
+        {"cuMemAllocAsync_ptsz", UCS_MEMORY_TYPE_CUDA, ucmt_ptsz_cu_alloc,
+         ucmt_ptsz_cu_free},
+        {"cudaMallocAsync_ptsz", UCS_MEMORY_TYPE_CUDA, ucmt_ptsz_rt_alloc,
+         ucmt_ptsz_rt_free},
         /* driver allocation released by the runtime, and back */
         {"cuMemAlloc+cudaFree", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) {
@@ -248,7 +254,7 @@ TEST_F(memtype_cuda, install_is_idempotent)
     ucm_cuda_hooks_stats_t before, after;
 
     h.stats(&before);
-    EXPECT_EQ(12u, before.entry_points);
+    EXPECT_EQ(16u, before.entry_points);
     EXPECT_GT(before.slots_written, 0ul) << "the program's GOT names them";
     ASSERT_EQ(UCS_OK, h.install());
     h.stats(&after);

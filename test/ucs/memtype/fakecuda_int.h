@@ -1,0 +1,21 @@
+/*
+ * TEST-ONLY fake CUDA (not CUDA): helpers shared by the files of
+ * libucmt_fakecuda, hidden from other objects.  The exported CUDA names call
+ * these, never each other, so that one call is one hooked call.
+ */
+#ifndef UCMT_FAKECUDA_INT_H_
+#define UCMT_FAKECUDA_INT_H_
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define UCMT_FAKECUDA_HIDDEN __attribute__((visibility("hidden")))
+
+UCMT_FAKECUDA_HIDDEN CUresult ucmt_fakecuda_cu_alloc(CUdeviceptr *dptr,
+                                                     size_t bytesize);
+UCMT_FAKECUDA_HIDDEN CUresult ucmt_fakecuda_cu_release(CUdeviceptr dptr);
+UCMT_FAKECUDA_HIDDEN cudaError_t ucmt_fakecuda_rt_alloc(void **devPtr,
+                                                        size_t size);
+UCMT_FAKECUDA_HIDDEN cudaError_t ucmt_fakecuda_rt_release(void *devPtr);
+
+#endif
