@@ -38,33 +38,12 @@ UCS_F_HOT void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t typ
     }
 }
 
-UCS_F_HOT void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len)
-{
-    ucm_event_list_t *list;
-    ucm_event_t event;
-
-    ucm_rcu_read_lock();
-    list = ucm_event_list_get();
-    if (list->events & type) {
-        event.vm_mapped.address = addr;
-        event.vm_mapped.size    = len;
-        ucm_event_call_all(list, type, &event);
-    }
-    ucm_rcu_read_unlock();
-}
-
-void ucm_vm_mmap(void *addr, size_t length)
-{
-    ucm_event_vm_dispatch(UCM_EVENT_VM_MAPPED, addr, length);
-}
-
-void ucm_vm_munmap(void *addr, size_t length)
-{
-    ucm_event_vm_dispatch(UCM_EVENT_VM_UNMAPPED, addr, length);
-}
-
-static void ucm_event_mem_type_dispatch(ucm_event_type_t type, void *addr,
-                                        size_t len, ucs_memory_type_t mem_type)
+/* Deliver an event about a range from outside the hooks (external VM
+ * events, memory-type events).  vm_mapped/vm_unmapped and mem_type share
+ * their leading address/size fields. */
+UCS_F_HOT static void ucm_event_range_dispatch(ucm_event_type_t type,
+                                               void *addr, size_t len,
+                                               ucs_memory_type_t mem_type)
 {
     ucm_event_list_t *list;
     ucm_event_t event;
@@ -80,18 +59,28 @@ static void ucm_event_mem_type_dispatch(ucm_event_type_t type, void *addr,
     ucm_rcu_read_unlock();
 }
 
+void ucm_vm_mmap(void *addr, size_t length)
+{
+    ucm_event_range_dispatch(UCM_EVENT_VM_MAPPED, addr, length,
+                             UCS_MEMORY_TYPE_HOST);
+}
+
+void ucm_vm_munmap(void *addr, size_t length)
+{
+    ucm_event_range_dispatch(UCM_EVENT_VM_UNMAPPED, addr, length,
+                             UCS_MEMORY_TYPE_HOST);
+}
+
 void ucm_dispatch_mem_type_alloc(void *addr, size_t length,
                                  ucs_memory_type_t mem_type)
 {
-    ucm_event_mem_type_dispatch(UCM_EVENT_MEM_TYPE_ALLOC, addr, length,
-                                mem_type);
+    ucm_event_range_dispatch(UCM_EVENT_MEM_TYPE_ALLOC, addr, length, mem_type);
 }
 
 void ucm_dispatch_mem_type_free(void *addr, size_t length,
                                 ucs_memory_type_t mem_type)
 {
-    ucm_event_mem_type_dispatch(UCM_EVENT_MEM_TYPE_FREE, addr, length,
-                                mem_type);
+    ucm_event_range_dispatch(UCM_EVENT_MEM_TYPE_FREE, addr, length, mem_type);
 }
 
 /* A replaced list that readers may still see (until a grace period). */

@@ -54,9 +54,6 @@ ucm_event_call_all(const ucm_event_list_t *list, ucm_event_type_t type,
     ucm_event_call(list, type, event, -1);
 }
 
-/* Dispatch VM_MAPPED / VM_UNMAPPED for a range (takes its own read
- * section; cheap when nobody listens). */
-void ucm_event_vm_dispatch(ucm_event_type_t type, void *addr, size_t len);
 
 /* Add/remove a handler without installing hooks (internal: stock UCX's
  * libucm exports the same names with other signatures, so these are never
