@@ -13,8 +13,12 @@ void ucs_range_index_init(ucs_range_index_t *index)
 
 void ucs_range_index_cleanup(ucs_range_index_t *index)
 {
-    free(index->ends);
-    free(index->regions);
+    ucs_range_index_block_t *block = index->block, *next;
+
+    for (; block != NULL; block = next) {
+        next = block->retired;
+        free(block);
+    }
     ucs_range_index_init(index);
 }
 
@@ -30,7 +34,7 @@ size_t ucs_range_index_insert(ucs_range_index_t *index,
             tail * sizeof(*index->regions));
     index->ends[pos]    = region->end;
     index->regions[pos] = region;
-    ++index->count;
+    __atomic_store_n(&index->count, index->count + 1, __ATOMIC_RELEASE);
     return pos;
 }
 
@@ -42,7 +46,7 @@ void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos)
             tail * sizeof(*index->ends));
     memmove(&index->regions[pos], &index->regions[pos + 1],
             tail * sizeof(*index->regions));
-    --index->count;
+    __atomic_store_n(&index->count, index->count - 1, __ATOMIC_RELEASE);
 }
 
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
@@ -60,62 +64,48 @@ ucs_status_t ucs_range_index_grow_alloc(size_t min_capacity,
                                         ucs_range_index_spare_t *spare)
 {
     size_t capacity = 64;
-    ucs_pgt_addr_t *ends;
-    ucs_pgt_region_t **regions;
+    ucs_range_index_block_t *block;
 
     while (capacity < min_capacity) {
         capacity *= 2;
     }
-    ends = malloc(capacity * sizeof(*ends));
-    if (ends == NULL) {
-        goto err;
+    block = malloc(sizeof(*block) +
+                   capacity * (sizeof(ucs_pgt_addr_t) +
+                               sizeof(ucs_pgt_region_t*)));
+    if (block == NULL) {
+        return UCS_ERR_NO_MEMORY;
     }
-    regions = malloc(capacity * sizeof(*regions));
-    if (regions == NULL) {
-        goto err_free_ends;
-    }
-    spare->ends     = ends;
-    spare->regions  = regions;
-    spare->capacity = capacity;
+    block->retired  = NULL;
+    block->capacity = capacity;
+    block->ends     = (ucs_pgt_addr_t*)(block + 1);
+    block->regions  = (ucs_pgt_region_t**)(block->ends + capacity);
+    spare->block    = block;
     return UCS_OK;
-
-err_free_ends:
-    free(ends);
-err:
-    return UCS_ERR_NO_MEMORY;
 }
 
 void ucs_range_index_grow_install(ucs_range_index_t *index,
                                   ucs_range_index_spare_t *spare)
 {
-    ucs_pgt_addr_t *old_ends;
-    ucs_pgt_region_t **old_regions;
-    size_t old_capacity;
+    ucs_range_index_block_t *block = spare->block;
 
-    if (spare->capacity <= index->capacity) {
+    if ((block == NULL) || (block->capacity <= index->capacity)) {
         return;
     }
     if (index->count != 0) {
-        memcpy(spare->ends, index->ends, index->count * sizeof(*index->ends));
-        memcpy(spare->regions, index->regions,
+        memcpy(block->ends, index->ends, index->count * sizeof(*index->ends));
+        memcpy(block->regions, index->regions,
                index->count * sizeof(*index->regions));
     }
-    old_ends         = index->ends;
-    old_regions      = index->regions;
-    old_capacity     = index->capacity;
-    index->ends      = spare->ends;
-    index->regions   = spare->regions;
-    index->capacity  = spare->capacity;
-    spare->ends      = old_ends;
-    spare->regions   = old_regions;
-    spare->capacity  = old_capacity;
+    block->retired   = index->block;
+    index->ends      = block->ends;
+    index->regions   = block->regions;
+    index->capacity  = block->capacity;
+    __atomic_store_n(&index->block, block, __ATOMIC_RELEASE);
+    spare->block     = NULL;
 }
 
 void ucs_range_index_spare_free(ucs_range_index_spare_t *spare)
 {
-    free(spare->ends);
-    free(spare->regions);
-    spare->ends     = NULL;
-    spare->regions  = NULL;
-    spare->capacity = 0;
+    free(spare->block);
+    spare->block = NULL;
 }

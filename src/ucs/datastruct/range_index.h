@@ -11,7 +11,10 @@
  *    others are safe under a spinlock and in hook context;
  *  - growing is split in two: allocate without any lock held, then install
  *    the new arrays under the caller's lock (ucs_range_index_grow_install);
- *  - not thread-safe: the caller serializes every call.
+ *  - writers are serialized by the caller; lock-free readers may call
+ *    ucs_range_index_find_racy() concurrently: arrays are never freed before
+ *    ucs_range_index_cleanup(), so a racing reader reads valid (possibly
+ *    outdated) entries and must validate what it finds.
  */
 #ifndef UCS_RANGE_INDEX_H_
 #define UCS_RANGE_INDEX_H_
@@ -22,18 +25,25 @@
 
 BEGIN_C_DECLS
 
+/* One allocation: header, ends[capacity], regions[capacity]. */
+typedef struct ucs_range_index_block {
+    struct ucs_range_index_block *retired; /* older blocks, freed at cleanup */
+    size_t                       capacity;
+    ucs_pgt_addr_t               *ends;
+    ucs_pgt_region_t             **regions;
+} ucs_range_index_block_t;
+
 typedef struct ucs_range_index {
-    ucs_pgt_addr_t   *ends;     /* ends[i] == regions[i]->end, ascending */
-    ucs_pgt_region_t **regions;
-    size_t           count;
-    size_t           capacity;
+    ucs_pgt_addr_t          *ends;     /* ends[i] == regions[i]->end, ascending */
+    ucs_pgt_region_t        **regions;
+    size_t                  count;
+    size_t                  capacity;
+    ucs_range_index_block_t *block;    /* published for racy readers */
 } ucs_range_index_t;
 
-/* Spare arrays allocated outside the lock for a later install. */
+/* Spare block allocated outside the lock for a later install. */
 typedef struct ucs_range_index_spare {
-    ucs_pgt_addr_t   *ends;
-    ucs_pgt_region_t **regions;
-    size_t           capacity;
+    ucs_range_index_block_t *block;
 } ucs_range_index_spare_t;
 
 void ucs_range_index_init(ucs_range_index_t *index);
@@ -41,12 +51,11 @@ void ucs_range_index_init(ucs_range_index_t *index);
 /* Free the arrays (entries are not touched).  Not under a spinlock. */
 void ucs_range_index_cleanup(ucs_range_index_t *index);
 
-/* Position of the first entry whose end is above addr (count if none). */
-static inline size_t ucs_range_index_lower(const ucs_range_index_t *index,
-                                           ucs_pgt_addr_t addr)
+/* Position of the first of ends[0..n) above addr (n if none). */
+static inline size_t ucs_range_index_lower_n(const ucs_pgt_addr_t *ends,
+                                             size_t n, ucs_pgt_addr_t addr)
 {
-    const ucs_pgt_addr_t *ends = index->ends;
-    size_t lo = 0, n = index->count, half;
+    size_t lo = 0, half;
 
     /* branch-free lower bound */
     while (n > 1) {
@@ -58,6 +67,36 @@ static inline size_t ucs_range_index_lower(const ucs_range_index_t *index,
         ++lo;
     }
     return lo;
+}
+
+/* Position of the first entry whose end is above addr (count if none). */
+static inline size_t ucs_range_index_lower(const ucs_range_index_t *index,
+                                           ucs_pgt_addr_t addr)
+{
+    return ucs_range_index_lower_n(index->ends, index->count, addr);
+}
+
+/* Lock-free lookup racing with writers: the entry that contained addr at
+ * some recent moment, or NULL (also on a torn view).  Validate the result. */
+static inline ucs_pgt_region_t *
+ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
+{
+    const ucs_range_index_block_t *block;
+    ucs_pgt_region_t *region;
+    size_t n, pos;
+
+    block = __atomic_load_n(&index->block, __ATOMIC_ACQUIRE);
+    if (block == NULL) {
+        return NULL;
+    }
+    n   = ucs_min(__atomic_load_n(&index->count, __ATOMIC_RELAXED),
+                  block->capacity);
+    pos = ucs_range_index_lower_n(block->ends, n, addr);
+    if (pos >= n) {
+        return NULL;
+    }
+    region = __atomic_load_n(&block->regions[pos], __ATOMIC_RELAXED);
+    return (region != NULL) ? region : NULL;
 }
 
 /* Entry containing addr, or NULL. */
@@ -84,18 +123,18 @@ void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos);
 /* Remove region if present; returns 1 if it was found. */
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region);
 
-/* Allocate spare arrays able to hold min_capacity entries (no lock held).
+/* Allocate a spare block able to hold min_capacity entries (no lock held).
  * UCS_ERR_NO_MEMORY; spare is written only on success. */
 ucs_status_t ucs_range_index_grow_alloc(size_t min_capacity,
                                         ucs_range_index_spare_t *spare);
 
-/* Under the caller's lock: if spare is larger than the current arrays, copy
- * the entries into it and swap, leaving the old arrays in spare to be freed
- * by ucs_range_index_spare_free() after unlocking. */
+/* Under the caller's lock: if spare is larger than the current block, copy
+ * the entries into it and publish it; the old block is retired (kept for
+ * racy readers) and spare emptied.  Otherwise spare is left to be freed. */
 void ucs_range_index_grow_install(ucs_range_index_t *index,
                                   ucs_range_index_spare_t *spare);
 
-/* Free spare arrays (no lock held); NULL arrays are fine. */
+/* Free a spare block that was not installed (no lock held). */
 void ucs_range_index_spare_free(ucs_range_index_spare_t *spare);
 
 END_C_DECLS

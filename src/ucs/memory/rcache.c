@@ -8,6 +8,70 @@
 
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
 
+static unsigned ucs_rcache_shard_next;
+static __thread unsigned ucs_rcache_shard_id = ~0u;
+
+static UCS_F_NOINLINE unsigned ucs_rcache_shard_assign(void)
+{
+    ucs_rcache_shard_id = __atomic_fetch_add(&ucs_rcache_shard_next, 1,
+                                             __ATOMIC_RELAXED) %
+                          UCS_RCACHE_STAT_SHARDS;
+    return ucs_rcache_shard_id;
+}
+
+static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
+{
+    unsigned id = ucs_rcache_shard_id;
+    ucs_rcache_stat_shard_t *shard;
+
+    if (ucs_unlikely(id >= UCS_RCACHE_STAT_SHARDS)) {
+        id = ucs_rcache_shard_assign();
+    }
+    shard = &rcache->shards[id];
+    __atomic_store_n(&shard->gets, shard->gets + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&shard->hits_fast, shard->hits_fast + 1,
+                     __ATOMIC_RELAXED);
+}
+
+/* Lock-free hit: see the locking notes in rcache_int.h. */
+static inline ucs_rcache_region_t *
+ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                       ucs_pgt_addr_t end, int prot)
+{
+    ucs_rcache_region_t *region;
+    uint32_t refcount;
+    uint8_t flags;
+
+    region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
+                                                             start);
+    if ((region == NULL) || (start < region->super.start) ||
+        (end > region->super.end) || (prot & ~region->prot)) {
+        return NULL;
+    }
+    refcount = __atomic_load_n(&region->refcount, __ATOMIC_RELAXED);
+    do {
+        if (refcount == 0) {
+            return NULL;    /* being released, or recycled */
+        }
+    } while (!__atomic_compare_exchange_n(&region->refcount, &refcount,
+                                          refcount + 1, 1, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED));
+    /* now it cannot be released or recycled: validate what we found */
+    flags = __atomic_load_n(&region->flags, __ATOMIC_ACQUIRE);
+    if (ucs_unlikely(((flags & (UCS_RCACHE_REGION_FLAG_PGTABLE |
+                                UCS_RCACHE_REGION_FLAG_INVALID)) !=
+                      UCS_RCACHE_REGION_FLAG_PGTABLE) ||
+                     (start < region->super.start) ||
+                     (end > region->super.end) || (prot & ~region->prot))) {
+        ucs_rcache_region_put(rcache, region);
+        return NULL;
+    }
+    if (!ucs_rcache_region_hdr(region)->referenced) {
+        ucs_rcache_region_hdr(region)->referenced = 1;
+    }
+    return region;
+}
+
 static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
                                          size_t length, int prot,
                                          ucs_rcache_region_t **region_p)
@@ -58,28 +122,15 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         end = ~align_mask; /* the last aligned block of the address space */
     }
 
-    pthread_spin_lock(&rcache->lock);
-    rcache->stats.gets++;
-    if (ucs_likely(rcache->pending_count == 0)) {
-        region = (ucs_rcache_region_t*)ucs_range_index_find(&rcache->index,
-                                                            start);
-        if (ucs_likely((region != NULL) && (end <= region->super.end) &&
-                       !(prot & ~region->prot))) {
-            ucs_rcache_atomic_add(&region->refcount, 1);
-            if (region->lru_list.next != &rcache->lru) {
-                ucs_list_del(&region->lru_list);
-                ucs_list_add_tail(&rcache->lru, &region->lru_list);
-            }
-            rcache->stats.hits_fast++;
-            pthread_spin_unlock(&rcache->lock);
-            if (ucs_unlikely(rcache->check_pfn)) {
-                ucs_rcache_pfn_verify(rcache, region);
-            }
-            *region_p = region;
-            return UCS_OK;
+    region = ucs_rcache_lookup_fast(rcache, start, end, prot);
+    if (ucs_likely(region != NULL)) {
+        ucs_rcache_count_hit(rcache);
+        if (ucs_unlikely(rcache->check_pfn)) {
+            ucs_rcache_pfn_verify(rcache, region);
         }
+        *region_p = region;
+        return UCS_OK;
     }
-    pthread_spin_unlock(&rcache->lock);
 
     status = ucs_rcache_get_slow(rcache, start, end, prot, arg, &region);
     if (status != UCS_OK) {

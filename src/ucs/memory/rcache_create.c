@@ -111,8 +111,10 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         goto err;
     }
 
-    rcache = calloc(1, sizeof(*rcache));
-    if (rcache == NULL) {
+    rcache = aligned_alloc(64, (sizeof(*rcache) + 63) & ~63ul);
+    if (rcache != NULL) {
+        memset(rcache, 0, sizeof(*rcache));
+    } else {
         ucs_rcache_error("%s: no memory for the cache", name);
         status = UCS_ERR_NO_MEMORY;
         goto err;
@@ -127,6 +129,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->pending);
     ucs_list_head_init(&rcache->fork_link);
+    ucs_list_head_init(&rcache->pool);
 
     status = ucs_rcache_fork_register(rcache);
     if (status != UCS_OK) {
@@ -159,6 +162,7 @@ err:
 
 ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
 {
+    ucs_rcache_region_t *region;
     ucs_range_index_t *index;
     ucs_list_link_t dead;
     unsigned long held;
@@ -193,6 +197,12 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
         ucs_rcache_error("%s: destroyed with %lu region(s) still held; "
                          "leaking them and the cache", rcache->name, held);
         return UCS_ERR_BUSY;
+    }
+    while (!ucs_list_is_empty(&rcache->pool)) {
+        region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
+                                  tmp_list);
+        ucs_list_del(&region->tmp_list);
+        free(ucs_rcache_region_hdr(region));
     }
     ucs_range_index_cleanup(&rcache->index);
     pthread_mutex_destroy(&rcache->reg_lock);

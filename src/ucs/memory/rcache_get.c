@@ -24,7 +24,7 @@ ucs_rcache_lookup_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_region_t *region;
 
     region = (ucs_rcache_region_t*)ucs_range_index_find(&rcache->index, start);
-    if ((region == NULL) || (end > region->super.end) ||
+    if ((region == NULL) || (start < region->super.start) || (end > region->super.end) ||
         (prot & ~region->prot) ||
         (region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
         return NULL;
@@ -56,7 +56,7 @@ static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
 
 static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache)
 {
-    ucs_range_index_spare_t spare = {0};
+    ucs_range_index_spare_t spare = {NULL};
     size_t need;
     ucs_status_t status;
 
@@ -79,13 +79,24 @@ static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache)
 
 static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache)
 {
-    ucs_rcache_region_hdr_t *hdr;
+    ucs_rcache_region_hdr_t *hdr = NULL;
     ucs_rcache_region_t *region;
 
-    hdr = malloc(sizeof(*hdr) + rcache->params.region_struct_size);
-    if (hdr == NULL) {
-        return NULL;
+    pthread_spin_lock(&rcache->lock);
+    if (!ucs_list_is_empty(&rcache->pool)) {
+        region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
+                                  tmp_list);
+        ucs_list_del(&region->tmp_list);
+        hdr = ucs_rcache_region_hdr(region);
     }
+    pthread_spin_unlock(&rcache->lock);
+    if (hdr == NULL) {
+        hdr = malloc(sizeof(*hdr) + rcache->params.region_struct_size);
+        if (hdr == NULL) {
+            return NULL;
+        }
+    }
+    /* refcount is 0 and stays 0: racing lookups cannot take it */
     memset(hdr, 0, sizeof(*hdr) + rcache->params.region_struct_size);
     ucs_list_head_init(&hdr->comps);
     hdr->fork_gen = rcache->fork_gen;
@@ -189,8 +200,10 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     }
     rcache->stats.merges += merged;
 
-    region->refcount = 2; /* the index and the caller */
     region->flags   |= UCS_RCACHE_REGION_FLAG_PGTABLE;
+    ucs_rcache_region_hdr(region)->referenced = 0;
+    /* the index and the caller; from now on lookups may take it */
+    ucs_rcache_atomic_store(&region->refcount, 2);
     ucs_range_index_insert(index, &region->super);
     ucs_list_add_tail(&rcache->lru, &region->lru_list);
     region->lru_flags |= UCS_RCACHE_LRU_FLAG_IN_LRU;
@@ -213,6 +226,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
         pthread_spin_lock(&rcache->lock);
+        rcache->stats.gets += (retries == 0);
         ucs_rcache_purge_locked(rcache, dead);
         region = ucs_rcache_lookup_locked(rcache, span.start, span.end,
                                           span.prot);

@@ -9,6 +9,11 @@
  *  - reg_lock (mutex): serializes the registration path (misses); user ops
  *    may run under it; neither lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
+ *  - hits take no lock: a racy index lookup, then a reference taken only
+ *    from a non-zero count, then validation of the region (in the index,
+ *    not invalidated, covering the request).  Region memory is type-stable
+ *    (recycled through a pool, freed at destroy) and index arrays are
+ *    retired, never freed, while the cache lives, so racing reads are safe.
  */
 #ifndef UCS_RCACHE_INT_H_
 #define UCS_RCACHE_INT_H_
@@ -25,7 +30,16 @@ typedef struct ucs_rcache_region_hdr {
     ucs_list_link_t comps;    /* ucs_rcache_comp_t, invalidation callbacks */
     unsigned        fork_gen; /* cache fork generation at registration */
     unsigned        npfn;     /* page frames recorded (CHECK_PFN) */
+    uint8_t         referenced; /* hit since last LRU pass (second chance) */
 } __attribute__((aligned(16))) ucs_rcache_region_hdr_t;
+
+/* Hit counters, one cache line per thread slot (plain increments: counts
+ * may be lost only when more threads than slots share one). */
+#define UCS_RCACHE_STAT_SHARDS 16
+typedef struct ucs_rcache_stat_shard {
+    uint64_t gets;
+    uint64_t hits_fast;
+} __attribute__((aligned(64))) ucs_rcache_stat_shard_t;
 
 #define ucs_rcache_region_hdr(_region) \
     (((ucs_rcache_region_hdr_t*)(_region)) - 1)
@@ -76,6 +90,8 @@ struct ucs_rcache {
     int                 events;      /* registered ucm events */
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
+    ucs_list_link_t     pool;        /* released regions (tmp_list) */
+    ucs_rcache_stat_shard_t shards[UCS_RCACHE_STAT_SHARDS];
     char                name[64];
 };
 

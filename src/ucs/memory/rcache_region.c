@@ -103,11 +103,14 @@ static int ucs_rcache_over_limits(ucs_rcache_t *rcache)
 void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
                              ucs_list_link_t *dead)
 {
+    unsigned long steps = 2 * rcache->num_regions + 1;
     ucs_list_link_t *link, *next;
+    ucs_rcache_region_hdr_t *hdr;
     ucs_rcache_region_t *region;
     size_t pos;
 
-    for (link = rcache->lru.next; link != &rcache->lru; link = next) {
+    for (link = rcache->lru.next; (link != &rcache->lru) && (steps-- > 0);
+         link = next) {
         if (!force && !ucs_rcache_over_limits(rcache)) {
             break;
         }
@@ -115,6 +118,14 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
         region = ucs_container_of(link, ucs_rcache_region_t, lru_list);
         if (ucs_rcache_atomic_load(&region->refcount) != 1) {
             continue; /* in use */
+        }
+        hdr = ucs_rcache_region_hdr(region);
+        if (!force && hdr->referenced) {
+            /* hit since the last pass: second chance at the tail */
+            hdr->referenced = 0;
+            ucs_list_del(&region->lru_list);
+            ucs_list_add_tail(&rcache->lru, &region->lru_list);
+            continue;
         }
         pos = ucs_range_index_lower(&rcache->index, region->super.start);
         ucs_rcache_region_drop_locked(rcache, region, pos, dead);
@@ -148,8 +159,11 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     }
 
     ucs_rcache_pfn_release(region);
-    free(hdr);
     ucs_rcache_atomic_sub(&rcache->live_regions, 1);
+    /* type-stable: lock-free lookups may still read this memory */
+    pthread_spin_lock(&rcache->lock);
+    ucs_list_add_tail(&rcache->pool, &region->tmp_list);
+    pthread_spin_unlock(&rcache->lock);
 }
 
 void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead)

@@ -7,6 +7,7 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
                                     ucs_rcache_stats_t *stats)
 {
     ucs_rcache_stats_t tmp;
+    unsigned i;
 
     if ((rcache == NULL) || (stats == NULL)) {
         ucs_rcache_error("ucs_rcache_query_stats: NULL %s",
@@ -18,6 +19,12 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     tmp.regions    = rcache->num_regions;
     tmp.total_size = rcache->total_size;
     pthread_spin_unlock(&rcache->lock);
+    for (i = 0; i < UCS_RCACHE_STAT_SHARDS; ++i) {
+        tmp.gets      += __atomic_load_n(&rcache->shards[i].gets,
+                                         __ATOMIC_RELAXED);
+        tmp.hits_fast += __atomic_load_n(&rcache->shards[i].hits_fast,
+                                         __ATOMIC_RELAXED);
+    }
     *stats = tmp;
     return UCS_OK;
 }
