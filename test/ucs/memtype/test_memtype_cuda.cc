@@ -19,6 +19,9 @@ extern "C" {
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <functional>
@@ -410,6 +413,68 @@ TEST_F(memtype_cuda, object_loaded_later)
     expect_events(1, 1);
 
     dlclose(module);
+}
+
+} // namespace
+
+namespace {
+
+const char *const child_env = "UCMT_MEMTYPE_CUDA_CHILD";
+
+/* UCX_MEM_CUDA_HOOKS=n: loading libucm_cuda installs nothing (checked in a
+ * fresh process, where the library was never loaded). */
+TEST(memtype_cuda_env, disabled_by_environment)
+{
+    if (getenv(child_env) != nullptr) {
+        GTEST_SKIP() << "this is the child process";
+    }
+
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        setenv("UCX_MEM_CUDA_HOOKS", "n", 1);
+        setenv(child_env, "1", 1);
+        execl("/proc/self/exe", "gtest_memtype_cuda",
+              "--gtest_filter=memtype_cuda_child.*", (char*)nullptr);
+        _exit(127);
+    }
+
+    int status;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(0, WEXITSTATUS(status)) << "the child's tests failed";
+}
+
+class memtype_cuda_child : public memtype_cuda {
+};
+
+/* Run by memtype_cuda_env.disabled_by_environment in its child. */
+TEST_F(memtype_cuda_child, hooks_disabled_by_environment)
+{
+    if (getenv(child_env) == nullptr) {
+        GTEST_SKIP() << "runs only in the child process of "
+                        "memtype_cuda_env.disabled_by_environment";
+    }
+    ASSERT_FALSE(hooks_loaded());
+
+    hooks &h = load_hooks();
+    ASSERT_NE(nullptr, h.handle) << dlerror();
+    ucm_cuda_hooks_stats_t stats;
+    h.stats(&stats);
+    EXPECT_EQ(0ul, stats.slots_written) << "the constructor installed hooks";
+
+    void *p = nullptr;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&p, 5000));
+    expect_unknown(p, 5000);
+    ASSERT_EQ(cudaSuccess, cudaFree(p));
+    expect_events(0, 0);
+
+    /* an explicit installation still works */
+    install();
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&p, 5000));
+    expect_known(p, UCS_MEMORY_TYPE_CUDA);
+    ASSERT_EQ(cudaSuccess, cudaFree(p));
+    expect_events(1, 1);
 }
 
 } // namespace
