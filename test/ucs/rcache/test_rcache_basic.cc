@@ -5,6 +5,7 @@
 #include "rcache_fixture.h"
 
 #include <sys/mman.h>
+#include <sys/shm.h>
 
 using namespace rcache_test;
 
@@ -282,4 +283,40 @@ TEST_F(rcache_limits, max_size)
     EXPECT_LE(s.total_size, 4 * page_size);
     EXPECT_EQ(2u, s.evictions);
     munmap(buf, 16 * page_size);
+}
+
+TEST_F(rcache_basic, shm_segment_attached_twice)
+{
+    const size_t size = 4 * page_size;
+    int shmid = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
+    ASSERT_GE(shmid, 0);
+    /* two attachments with a gap, so that they are not merged */
+    char *base = (char*)mmap(nullptr, 3 * size, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, base);
+    char *a = (char*)shmat(shmid, base, SHM_REMAP);
+    char *b = (char*)shmat(shmid, base + 2 * size, SHM_REMAP);
+    shmctl(shmid, IPC_RMID, nullptr);
+    ASSERT_NE((void*)-1, a);
+    ASSERT_NE((void*)-1, b);
+    ASSERT_NE(a, b);
+
+    test_region *ra = get(a, size);
+    test_region *rb = get(b, size);
+    ASSERT_TRUE(ra && rb);
+    EXPECT_NE(ra, rb);
+    put(ra);
+    put(rb);
+    EXPECT_EQ(2u, stats().regions);
+
+    /* shmdt drops the regions of that attachment only, whole segment */
+    ASSERT_EQ(0, shmdt(a));
+    EXPECT_EQ(1u, stats().unmap_invalidations);
+    EXPECT_EQ(1u, stats().regions);
+    test_region *rb2 = get(b + page_size, page_size);
+    EXPECT_EQ(rb, rb2);
+    put(rb2);
+    ASSERT_EQ(0, shmdt(b));
+    EXPECT_EQ(0u, stats().regions);
+    munmap(base, 3 * size);
 }
