@@ -22,6 +22,20 @@ void ucs_range_index_cleanup(ucs_range_index_t *index)
     ucs_range_index_init(index);
 }
 
+void ucs_range_index_update_tops(ucs_range_index_t *index, size_t pos)
+{
+    size_t group, last;
+
+    if (index->count == 0) {
+        return;
+    }
+    for (group = pos / UCS_RANGE_INDEX_GROUP;
+         group * UCS_RANGE_INDEX_GROUP < index->count; ++group) {
+        last = ucs_min((group + 1) * UCS_RANGE_INDEX_GROUP, index->count) - 1;
+        index->tops[group] = index->ends[last];
+    }
+}
+
 size_t ucs_range_index_insert(ucs_range_index_t *index,
                               ucs_pgt_region_t *region)
 {
@@ -34,7 +48,10 @@ size_t ucs_range_index_insert(ucs_range_index_t *index,
             tail * sizeof(*index->regions));
     index->ends[pos]    = region->end;
     index->regions[pos] = region;
+    /* racing readers may see new entries with old tops: they then miss or
+     * find a region they validate (see ucs_range_index_find_racy) */
     __atomic_store_n(&index->count, index->count + 1, __ATOMIC_RELEASE);
+    ucs_range_index_update_tops(index, pos);
     return pos;
 }
 
@@ -47,6 +64,7 @@ void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos)
     memmove(&index->regions[pos], &index->regions[pos + 1],
             tail * sizeof(*index->regions));
     __atomic_store_n(&index->count, index->count - 1, __ATOMIC_RELEASE);
+    ucs_range_index_update_tops(index, pos);
 }
 
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
@@ -71,7 +89,9 @@ ucs_status_t ucs_range_index_grow_alloc(size_t min_capacity,
     }
     block = malloc(sizeof(*block) +
                    capacity * (sizeof(ucs_pgt_addr_t) +
-                               sizeof(ucs_pgt_region_t*)));
+                               sizeof(ucs_pgt_region_t*)) +
+                   (capacity / UCS_RANGE_INDEX_GROUP + 1) *
+                   sizeof(ucs_pgt_addr_t));
     if (block == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -79,6 +99,7 @@ ucs_status_t ucs_range_index_grow_alloc(size_t min_capacity,
     block->capacity = capacity;
     block->ends     = (ucs_pgt_addr_t*)(block + 1);
     block->regions  = (ucs_pgt_region_t**)(block->ends + capacity);
+    block->tops     = (ucs_pgt_addr_t*)(block->regions + capacity);
     spare->block    = block;
     return UCS_OK;
 }
@@ -95,10 +116,14 @@ void ucs_range_index_grow_install(ucs_range_index_t *index,
         memcpy(block->ends, index->ends, index->count * sizeof(*index->ends));
         memcpy(block->regions, index->regions,
                index->count * sizeof(*index->regions));
+        memcpy(block->tops, index->tops,
+               ((index->count + UCS_RANGE_INDEX_GROUP - 1) /
+                UCS_RANGE_INDEX_GROUP) * sizeof(*index->tops));
     }
     block->retired   = index->block;
     index->ends      = block->ends;
     index->regions   = block->regions;
+    index->tops      = block->tops;
     index->capacity  = block->capacity;
     __atomic_store_n(&index->block, block, __ATOMIC_RELEASE);
     spare->block     = NULL;

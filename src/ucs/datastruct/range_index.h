@@ -1,8 +1,10 @@
 /*
  * Sorted index of non-overlapping address ranges (ucs_pgt_region_t*).
  *
- * Lookup is a binary search over a packed array of range ends, so a query
- * touches O(log n) cache lines of 8-byte keys plus the one region found.
+ * Lookup is a two-level binary search over packed 8-byte range ends: first
+ * over the last end of every group of UCS_RANGE_INDEX_GROUP entries (small,
+ * stays cached), then inside one group (two cache lines), then the one
+ * region found.
  * Insertion and removal shift the tail of the arrays (memmove).
  *
  * Contract:
@@ -25,16 +27,20 @@
 
 BEGIN_C_DECLS
 
-/* One allocation: header, ends[capacity], regions[capacity]. */
+#define UCS_RANGE_INDEX_GROUP 16
+
+/* One allocation: header, ends[capacity], regions[capacity], tops[]. */
 typedef struct ucs_range_index_block {
     struct ucs_range_index_block *retired; /* older blocks, freed at cleanup */
     size_t                       capacity;
     ucs_pgt_addr_t               *ends;
     ucs_pgt_region_t             **regions;
+    ucs_pgt_addr_t               *tops;    /* last end of each group */
 } ucs_range_index_block_t;
 
 typedef struct ucs_range_index {
     ucs_pgt_addr_t          *ends;     /* ends[i] == regions[i]->end, ascending */
+    ucs_pgt_addr_t          *tops;     /* tops[g] == ends[last of group g] */
     ucs_pgt_region_t        **regions;
     size_t                  count;
     size_t                  capacity;
@@ -69,11 +75,29 @@ static inline size_t ucs_range_index_lower_n(const ucs_pgt_addr_t *ends,
     return lo;
 }
 
+/* Two-level lower bound over n entries (n <= capacity of the arrays). */
+static inline size_t ucs_range_index_lower_2l(const ucs_pgt_addr_t *tops,
+                                              const ucs_pgt_addr_t *ends,
+                                              size_t n, ucs_pgt_addr_t addr)
+{
+    size_t ngroups = (n + UCS_RANGE_INDEX_GROUP - 1) / UCS_RANGE_INDEX_GROUP;
+    size_t group   = ucs_range_index_lower_n(tops, ngroups, addr);
+    size_t first   = group * UCS_RANGE_INDEX_GROUP;
+
+    if (group >= ngroups) {
+        return n;
+    }
+    return first + ucs_range_index_lower_n(ends + first,
+                                           ucs_min(UCS_RANGE_INDEX_GROUP,
+                                                   n - first), addr);
+}
+
 /* Position of the first entry whose end is above addr (count if none). */
 static inline size_t ucs_range_index_lower(const ucs_range_index_t *index,
                                            ucs_pgt_addr_t addr)
 {
-    return ucs_range_index_lower_n(index->ends, index->count, addr);
+    return ucs_range_index_lower_2l(index->tops, index->ends, index->count,
+                                    addr);
 }
 
 /* Lock-free lookup racing with writers: the entry that contained addr at
@@ -82,16 +106,27 @@ static inline ucs_pgt_region_t *
 ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
 {
     const ucs_range_index_block_t *block;
+    size_t n, pos, ngroups, group, first;
     ucs_pgt_region_t *region;
-    size_t n, pos;
 
     block = __atomic_load_n(&index->block, __ATOMIC_ACQUIRE);
     if (block == NULL) {
         return NULL;
     }
-    n   = ucs_min(__atomic_load_n(&index->count, __ATOMIC_RELAXED),
-                  block->capacity);
-    pos = ucs_range_index_lower_n(block->ends, n, addr);
+    n       = ucs_min(__atomic_load_n(&index->count, __ATOMIC_RELAXED),
+                      block->capacity);
+    ngroups = (n + UCS_RANGE_INDEX_GROUP - 1) / UCS_RANGE_INDEX_GROUP;
+    group   = ucs_range_index_lower_n(block->tops, ngroups, addr);
+    if (group >= ngroups) {
+        return NULL;
+    }
+    first = group * UCS_RANGE_INDEX_GROUP;
+    /* fetch the group's region pointers while searching its ends */
+    __builtin_prefetch(&block->regions[first]);
+    __builtin_prefetch(&block->regions[first + UCS_RANGE_INDEX_GROUP - 1]);
+    pos = first + ucs_range_index_lower_n(block->ends + first,
+                                          ucs_min(UCS_RANGE_INDEX_GROUP,
+                                                  n - first), addr);
     if (pos >= n) {
         return NULL;
     }
@@ -119,6 +154,10 @@ size_t ucs_range_index_insert(ucs_range_index_t *index,
 
 /* Remove the entry at pos. */
 void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos);
+
+/* Recompute the group tops from entry pos on (after a bulk change of the
+ * arrays by the caller, e.g. compaction: pos 0). */
+void ucs_range_index_update_tops(ucs_range_index_t *index, size_t pos);
 
 /* Remove region if present; returns 1 if it was found. */
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region);

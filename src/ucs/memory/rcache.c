@@ -9,7 +9,8 @@
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
 
 static unsigned ucs_rcache_shard_next;
-static __thread unsigned ucs_rcache_shard_id = ~0u;
+static __thread unsigned ucs_rcache_shard_id
+    __attribute__((tls_model("initial-exec"))) = ~0u;
 
 static UCS_F_NOINLINE unsigned ucs_rcache_shard_assign(void)
 {

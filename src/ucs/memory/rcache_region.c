@@ -53,7 +53,8 @@ static void ucs_rcache_purge_compact_locked(ucs_rcache_t *rcache)
         index->ends[kept]    = index->ends[i];
         ++kept;
     }
-    index->count = kept;
+    __atomic_store_n(&index->count, kept, __ATOMIC_RELEASE);
+    ucs_range_index_update_tops(index, 0);
 }
 
 void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead)
