@@ -17,7 +17,9 @@
  * loaded object (not the entry of the functions themselves), and call the
  * real function found with dlsym(RTLD_NEXT), else dlsym(RTLD_DEFAULT).
  * Not hooked: calls through pointers from cuGetProcAddress, a statically
- * linked CUDA runtime, and the pre-v2 driver symbols.
+ * linked CUDA runtime, the pre-v2 driver symbols, entry points defined only
+ * in objects loaded with RTLD_LOCAL (invisible to both dlsym lookups), and
+ * slots that already point to another hooker's function (left to it).
  *
  * Installation: the constructor of libucm_cuda installs the hooks when the
  * library is loaded (linked, LD_PRELOAD or dlopen), unless UCX_MEM_CUDA_HOOKS

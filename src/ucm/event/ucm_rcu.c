@@ -14,8 +14,9 @@
 #define UCM_MEMBARRIER_CMD_PRIVATE_EXPEDITED           (1 << 3)
 #define UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED  (1 << 4)
 
-ucm_rcu_slot_t ucm_rcu_slots[UCM_RCU_MAX_THREADS];
-__thread int ucm_rcu_tls_slot __attribute__((tls_model("initial-exec")));
+ucm_rcu_slot_t ucm_rcu_slots_ext[UCM_RCU_MAX_THREADS - UCM_HOT_RCU_SLOTS];
+__thread ucm_rcu_slot_t *ucm_rcu_tls_slot
+        __attribute__((tls_model("initial-exec")));
 __thread unsigned ucm_rcu_tls_overflow __attribute__((tls_model("initial-exec")));
 static __thread unsigned long ucm_rcu_tls_overflow_phase
         __attribute__((tls_model("initial-exec")));
@@ -43,13 +44,13 @@ static int ucm_rcu_slot_claim(long tid, int check_alive)
     int i;
 
     for (i = 0; i < UCM_RCU_MAX_THREADS; ++i) {
-        owner = ucm_rcu_slots[i].tid;
+        owner = ucm_rcu_slot(i)->tid;
         if ((owner != 0) &&
-            (!check_alive || (ucm_rcu_slots[i].ctr != 0) ||
+            (!check_alive || (ucm_rcu_slot(i)->ctr != 0) ||
              (ucm_sys_tgkill(pid, owner, 0) != -ESRCH))) {
             continue;
         }
-        if (__atomic_compare_exchange_n(&ucm_rcu_slots[i].tid, &owner, tid, 0,
+        if (__atomic_compare_exchange_n(&ucm_rcu_slot(i)->tid, &owner, tid, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
             ucm_rcu_slots_high_raise(i + 1);
             return i + 1;
@@ -71,7 +72,7 @@ void ucm_rcu_read_lock_slow(void)
             idx = ucm_rcu_slot_claim(tid, 1);
         }
         if (idx > 0) {
-            ucm_rcu_tls_slot = idx;
+            ucm_rcu_tls_slot = ucm_rcu_slot(idx - 1);
             ucm_rcu_read_lock();
             return;
         }
@@ -97,10 +98,10 @@ void ucm_rcu_read_unlock_slow(void)
 
 int ucm_rcu_in_read_section(void)
 {
-    int idx = ucm_rcu_tls_slot;
+    ucm_rcu_slot_t *slot = ucm_rcu_tls_slot;
 
     return (ucm_rcu_tls_overflow > 0) ||
-           ((idx > 0) && (ucm_rcu_slots[idx - 1].ctr & UCM_RCU_NEST_MASK));
+           ((slot != NULL) && (slot->ctr & UCM_RCU_NEST_MASK));
 }
 
 static void ucm_rcu_full_barrier(void)
@@ -113,18 +114,18 @@ static void ucm_rcu_full_barrier(void)
 
 static void ucm_rcu_wait_phase(unsigned long old_phase)
 {
-    int self = ucm_rcu_tls_slot - 1;
+    ucm_rcu_slot_t *self = ucm_rcu_tls_slot;
     unsigned long ctr, spins;
     int high = __atomic_load_n(&ucm_rcu_slots_high, __ATOMIC_SEQ_CST);
     long own_overflow;
     int i;
 
     for (i = 0; i < high; ++i) {
-        if ((i == self) || (ucm_rcu_slots[i].tid == 0)) {
+        if ((ucm_rcu_slot(i) == self) || (ucm_rcu_slot(i)->tid == 0)) {
             continue;
         }
         for (spins = 0;; ++spins) {
-            ctr = ucm_rcu_slots[i].ctr;
+            ctr = ucm_rcu_slot(i)->ctr;
             if (!(ctr & UCM_RCU_NEST_MASK) ||
                 ((ctr & UCM_RCU_PHASE) != old_phase)) {
                 break;
@@ -176,16 +177,16 @@ void ucm_rcu_init(void)
 
 void ucm_rcu_atfork_child(void)
 {
-    int self = ucm_rcu_tls_slot - 1;
+    ucm_rcu_slot_t *self = ucm_rcu_tls_slot;
     long tid = ucm_sys_gettid();
     int i;
 
     for (i = 0; i < ucm_rcu_slots_high; ++i) {
-        if (i == self) {
-            ucm_rcu_slots[i].tid = tid; /* new tid in the child */
+        if (ucm_rcu_slot(i) == self) {
+            ucm_rcu_slot(i)->tid = tid; /* new tid in the child */
         } else {
-            ucm_rcu_slots[i].ctr = 0;
-            ucm_rcu_slots[i].tid = 0;
+            ucm_rcu_slot(i)->ctr = 0;
+            ucm_rcu_slot(i)->tid = 0;
         }
     }
     ucm_rcu_overflow_count[0] = 0;

@@ -26,14 +26,18 @@
 #define UCM_RCU_NEST_MASK    0x7ffffffful
 #define UCM_RCU_PHASE        0x80000000ul
 
-typedef struct ucm_rcu_slot {
-    volatile unsigned long ctr;    /* phase | nesting; 0 = not reading */
-    volatile long          tid;    /* owner, 0 = free */
-} __attribute__((aligned(64))) ucm_rcu_slot_t;
+/* Slot i: the first ones in the hot page, the rest in a separate array. */
+extern ucm_rcu_slot_t ucm_rcu_slots_ext[UCM_RCU_MAX_THREADS - UCM_HOT_RCU_SLOTS];
 
-extern ucm_rcu_slot_t ucm_rcu_slots[UCM_RCU_MAX_THREADS];
-extern __thread int ucm_rcu_tls_slot
-        __attribute__((tls_model("initial-exec"))); /* index + 1; 0: none */
+static UCS_F_ALWAYS_INLINE ucm_rcu_slot_t *ucm_rcu_slot(int i)
+{
+    return (i < UCM_HOT_RCU_SLOTS) ? &ucm_hot.rcu_slots[i] :
+                                     &ucm_rcu_slots_ext[i - UCM_HOT_RCU_SLOTS];
+}
+
+/* This thread's slot, NULL until it has one. */
+extern __thread ucm_rcu_slot_t *ucm_rcu_tls_slot
+        __attribute__((tls_model("initial-exec")));
 extern __thread unsigned ucm_rcu_tls_overflow
         __attribute__((tls_model("initial-exec")));
 
@@ -43,16 +47,14 @@ void ucm_rcu_read_unlock_slow(void);
 
 static UCS_F_ALWAYS_INLINE void ucm_rcu_read_lock(void)
 {
-    int idx = ucm_rcu_tls_slot;
-    ucm_rcu_slot_t *slot;
+    ucm_rcu_slot_t *slot = ucm_rcu_tls_slot;
     unsigned long ctr;
 
-    if (ucs_unlikely(idx <= 0)) {
+    if (ucs_unlikely(slot == NULL)) {
         ucm_rcu_read_lock_slow();
         return;
     }
-    slot = &ucm_rcu_slots[idx - 1];
-    ctr  = slot->ctr;
+    ctr = slot->ctr;
     if (ucs_likely((ctr & UCM_RCU_NEST_MASK) == 0)) {
         slot->ctr = __atomic_load_n(&ucm_hot.rcu_gp_ctr, __ATOMIC_RELAXED);
     } else {
@@ -67,14 +69,12 @@ static UCS_F_ALWAYS_INLINE void ucm_rcu_read_lock(void)
 
 static UCS_F_ALWAYS_INLINE void ucm_rcu_read_unlock(void)
 {
-    int idx = ucm_rcu_tls_slot;
-    ucm_rcu_slot_t *slot;
+    ucm_rcu_slot_t *slot = ucm_rcu_tls_slot;
 
-    if (ucs_unlikely((idx <= 0) || (ucm_rcu_tls_overflow > 0))) {
+    if (ucs_unlikely((slot == NULL) || (ucm_rcu_tls_overflow > 0))) {
         ucm_rcu_read_unlock_slow();
         return;
     }
-    slot = &ucm_rcu_slots[idx - 1];
     if (ucs_unlikely(ucm_hot.rcu_use_fence)) {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
     } else {

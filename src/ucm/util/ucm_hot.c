@@ -11,3 +11,5 @@ ucm_hot_t ucm_hot __attribute__((aligned(4096))) = {
     .rcu_gp_ctr    = 1, /* phase 0, nesting 1 */
     .rcu_use_fence = 1  /* until membarrier is known to work */
 };
+
+_Static_assert(sizeof(ucm_hot_t) <= 4096, "ucm_hot must fit in one page");
