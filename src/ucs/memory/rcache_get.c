@@ -54,17 +54,15 @@ static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
     }
 }
 
-static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache)
+/* Make room for one more entry; only the registration path (under
+ * reg_lock) inserts, so the room stays until the insertion. */
+static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache, size_t need)
 {
     ucs_range_index_spare_t spare = {NULL};
-    size_t need;
     ucs_status_t status;
 
-    pthread_spin_lock(&rcache->lock);
-    need = rcache->index.count + 1;
-    pthread_spin_unlock(&rcache->lock);
     if (need <= rcache->index.capacity) {
-        return UCS_OK; /* only the registration path (reg_lock) inserts */
+        return UCS_OK;
     }
     status = ucs_range_index_grow_alloc(need * 2, &spare);
     if (status != UCS_OK) {
@@ -77,20 +75,30 @@ static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache)
     return UCS_OK;
 }
 
-static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache)
+/* Under the lock: a recycled region, or NULL. */
+static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
+{
+    ucs_rcache_region_t *region;
+
+    if (ucs_list_is_empty(&rcache->pool)) {
+        return NULL;
+    }
+    region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
+                              tmp_list);
+    ucs_list_del(&region->tmp_list);
+    return region;
+}
+
+/* Initialize a recycled region (if given) or allocate a new one. */
+static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
+                                                    ucs_rcache_region_t *recycled)
 {
     ucs_rcache_region_hdr_t *hdr = NULL;
     ucs_rcache_region_t *region;
 
-    pthread_spin_lock(&rcache->lock);
-    if (!ucs_list_is_empty(&rcache->pool)) {
-        region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
-                                  tmp_list);
-        ucs_list_del(&region->tmp_list);
-        hdr = ucs_rcache_region_hdr(region);
-    }
-    pthread_spin_unlock(&rcache->lock);
-    if (hdr == NULL) {
+    if (recycled != NULL) {
+        hdr = ucs_rcache_region_hdr(recycled);
+    } else {
         hdr = malloc(sizeof(*hdr) + rcache->params.region_struct_size);
         if (hdr == NULL) {
             return NULL;
@@ -218,10 +226,11 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                                                void *arg, ucs_list_link_t *dead,
                                                ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_region_t *region;
+    ucs_rcache_region_t *region, *recycled;
     ucs_rcache_span_t span;
     ucs_status_t status;
-    int retries;
+    size_t need;
+    int retries, prot_ok;
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
@@ -238,9 +247,15 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             return UCS_OK;
         }
         ucs_rcache_merge_span_locked(rcache, &span);
+        /* gather in this one section what the miss needs from the cache */
+        prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
+                                                 span.prot);
+        need     = rcache->index.count + 1;
+        recycled = ucs_rcache_pool_pop_locked(rcache);
         pthread_spin_unlock(&rcache->lock);
 
-        if (!ucs_rcache_prot_check(rcache, span.start, span.end, span.prot)) {
+        if (!prot_ok &&
+            !ucs_rcache_prot_check(rcache, span.start, span.end, span.prot)) {
             if (!span.merged ||
                 !ucs_rcache_prot_check(rcache, request->start, request->end,
                                        request->prot)) {
@@ -248,16 +263,17 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                                  "access " UCS_RCACHE_PROT_FMT, rcache->name,
                                  request->start, request->end,
                                  UCS_RCACHE_PROT_ARG(request->prot));
-                return UCS_ERR_INVALID_ADDR;
+                status = UCS_ERR_INVALID_ADDR;
+                goto err_recycle;
             }
             span = *request; /* merging would add rights the pages lack */
         }
 
-        status = ucs_rcache_index_reserve(rcache);
+        status = ucs_rcache_index_reserve(rcache, need);
         if (status != UCS_OK) {
-            return status;
+            goto err_recycle;
         }
-        region = ucs_rcache_region_alloc(rcache);
+        region = ucs_rcache_region_alloc(rcache, recycled);
         if (region == NULL) {
             ucs_rcache_error("%s: no memory for a region", rcache->name);
             return UCS_ERR_NO_MEMORY;
@@ -289,6 +305,14 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_rcache_error("%s: [0x%lx, 0x%lx) kept being unmapped while it was "
                      "registered", rcache->name, request->start, request->end);
     return UCS_ERR_INVALID_ADDR;
+
+err_recycle:
+    if (recycled != NULL) {
+        pthread_spin_lock(&rcache->lock);
+        ucs_list_add_tail(&rcache->pool, &recycled->tmp_list);
+        pthread_spin_unlock(&rcache->lock);
+    }
+    return status;
 }
 
 ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,

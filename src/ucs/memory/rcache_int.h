@@ -110,6 +110,9 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
  * rcache->maps (takes rcache->lock briefly).  No lock held by the caller. */
 int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                           ucs_pgt_addr_t end, int prot);
+/* Same, from the one-entry cache only (0: unknown); needs rcache->lock. */
+int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                  ucs_pgt_addr_t end, int prot);
 
 /* rcache_pfn.c: page frames of npages pages from addr (0 if not present).
  * UCS_ERR_IO_ERROR if /proc/self/pagemap cannot be read. */

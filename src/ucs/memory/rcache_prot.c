@@ -46,6 +46,14 @@ static int ucs_rcache_prot_walk_cb(void *arg, void *addr, size_t length,
     return 0;
 }
 
+int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                  ucs_pgt_addr_t end, int prot)
+{
+    prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
+    return rcache->maps.valid && (rcache->maps.start <= (start & ~4095ul)) &&
+           (end <= rcache->maps.end) && ((rcache->maps.prot & prot) == prot);
+}
+
 int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                           ucs_pgt_addr_t end, int prot)
 {
@@ -56,9 +64,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
 
     pthread_spin_lock(&rcache->lock);
-    hit = rcache->maps.valid && (rcache->maps.start <= page_start) &&
-          (end <= rcache->maps.end) &&
-          ((rcache->maps.prot & prot) == prot);
+    hit = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
     pthread_spin_unlock(&rcache->lock);
     if (hit) {
         return 1;

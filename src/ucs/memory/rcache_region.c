@@ -148,10 +148,14 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     }
     region->flags &= ~UCS_RCACHE_REGION_FLAG_REGISTERED;
 
+    /* nobody can add completions to a region nobody references any more;
+     * the lock orders us after an invalidation that added one */
     ucs_list_head_init(&comps);
-    pthread_spin_lock(&rcache->lock);
-    ucs_list_splice_tail(&comps, &hdr->comps);
-    pthread_spin_unlock(&rcache->lock);
+    if (!ucs_list_is_empty(&hdr->comps)) {
+        pthread_spin_lock(&rcache->lock);
+        ucs_list_splice_tail(&comps, &hdr->comps);
+        pthread_spin_unlock(&rcache->lock);
+    }
     while (!ucs_list_is_empty(&comps)) {
         comp = ucs_container_of(comps.next, ucs_rcache_comp_t, link);
         ucs_list_del(&comp->link);
