@@ -10,6 +10,7 @@ extern "C" {
 }
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <thread>
@@ -352,7 +353,14 @@ TEST_F(memtype_cache, concurrent_readers_and_writer)
         });
     }
 
-    for (int round = 0; round < 20; ++round) {
+    /* at least 20 rounds, and until the readers did some lookups (they
+     * may start late on a loaded machine), within 5 seconds */
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::seconds(5);
+    for (int round = 0;
+         (round < 20) || ((lookups.load() < 1000) &&
+                          (std::chrono::steady_clock::now() < deadline));
+         ++round) {
         for (size_t page = 0; page < 500; page += 2) {
             ASSERT_EQ(UCS_OK, ucs_memtype_cache_update(
                     m_cache, addr(page), PAGE, UCS_MEMORY_TYPE_CUDA));
