@@ -36,16 +36,34 @@ void ucs_range_index_update_tops(ucs_range_index_t *index, size_t pos)
     }
 }
 
+/* Move entry 0 of the writers' view to block offset first. */
+static void ucs_range_index_set_first(ucs_range_index_t *index, size_t first)
+{
+    index->ends    = index->block->ends + first;
+    index->regions = index->block->regions + first;
+    __atomic_store_n(&index->first, first, __ATOMIC_RELEASE);
+}
+
 size_t ucs_range_index_insert(ucs_range_index_t *index,
                               ucs_pgt_region_t *region)
 {
-    size_t pos  = ucs_range_index_lower(index, region->start);
-    size_t tail = index->count - pos;
+    size_t pos   = ucs_range_index_lower(index, region->start);
+    size_t tail  = index->count - pos;
+    int back_ok  = index->first + index->count < index->capacity;
+    int front_ok = index->first > 0;
 
-    memmove(&index->ends[pos + 1], &index->ends[pos],
-            tail * sizeof(*index->ends));
-    memmove(&index->regions[pos + 1], &index->regions[pos],
-            tail * sizeof(*index->regions));
+    if (front_ok && (!back_ok || (pos < tail))) {
+        /* shift entries [0, pos) one slot down */
+        memmove(index->ends - 1, index->ends, pos * sizeof(*index->ends));
+        memmove(index->regions - 1, index->regions,
+                pos * sizeof(*index->regions));
+        ucs_range_index_set_first(index, index->first - 1);
+    } else {
+        memmove(&index->ends[pos + 1], &index->ends[pos],
+                tail * sizeof(*index->ends));
+        memmove(&index->regions[pos + 1], &index->regions[pos],
+                tail * sizeof(*index->regions));
+    }
     index->ends[pos]    = region->end;
     index->regions[pos] = region;
     /* racing readers may see new entries with old tops: they then miss or
@@ -59,10 +77,18 @@ void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos)
 {
     size_t tail = index->count - pos - 1;
 
-    memmove(&index->ends[pos], &index->ends[pos + 1],
-            tail * sizeof(*index->ends));
-    memmove(&index->regions[pos], &index->regions[pos + 1],
-            tail * sizeof(*index->regions));
+    if (pos < tail) {
+        /* shift entries [0, pos) one slot up */
+        memmove(index->ends + 1, index->ends, pos * sizeof(*index->ends));
+        memmove(index->regions + 1, index->regions,
+                pos * sizeof(*index->regions));
+        ucs_range_index_set_first(index, index->first + 1);
+    } else {
+        memmove(&index->ends[pos], &index->ends[pos + 1],
+                tail * sizeof(*index->ends));
+        memmove(&index->regions[pos], &index->regions[pos + 1],
+                tail * sizeof(*index->regions));
+    }
     __atomic_store_n(&index->count, index->count - 1, __ATOMIC_RELEASE);
     ucs_range_index_update_tops(index, pos);
 }
@@ -108,24 +134,30 @@ void ucs_range_index_grow_install(ucs_range_index_t *index,
                                   ucs_range_index_spare_t *spare)
 {
     ucs_range_index_block_t *block = spare->block;
+    size_t first;
 
     if ((block == NULL) || (block->capacity <= index->capacity)) {
         return;
     }
+    /* room on both sides */
+    first = (block->capacity - index->count) / 4;
     if (index->count != 0) {
-        memcpy(block->ends, index->ends, index->count * sizeof(*index->ends));
-        memcpy(block->regions, index->regions,
+        memcpy(block->ends + first, index->ends,
+               index->count * sizeof(*index->ends));
+        memcpy(block->regions + first, index->regions,
                index->count * sizeof(*index->regions));
         memcpy(block->tops, index->tops,
                ((index->count + UCS_RANGE_INDEX_GROUP - 1) /
                 UCS_RANGE_INDEX_GROUP) * sizeof(*index->tops));
     }
     block->retired   = index->block;
-    index->ends      = block->ends;
-    index->regions   = block->regions;
+    index->ends      = block->ends + first;
+    index->regions   = block->regions + first;
     index->tops      = block->tops;
     index->capacity  = block->capacity;
+    /* readers clamp a first/count from the old block to the new one */
     __atomic_store_n(&index->block, block, __ATOMIC_RELEASE);
+    __atomic_store_n(&index->first, first, __ATOMIC_RELEASE);
     spare->block     = NULL;
 }
 

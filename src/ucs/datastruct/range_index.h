@@ -4,7 +4,9 @@
  * Lookup is a two-level binary search over packed 8-byte range ends: first
  * over the last end of every group of UCS_RANGE_INDEX_GROUP entries (small,
  * stays cached), then inside one group (two cache lines), then the one
- * region found.
+ * region found.  Entries occupy [first, first + count) of the arrays, so an
+ * insertion or removal shifts the shorter side (cheap near either end, as
+ * with LRU eviction of the oldest and insertion of the newest).
  * Insertion and removal shift the tail of the arrays (memmove).
  *
  * Contract:
@@ -39,9 +41,12 @@ typedef struct ucs_range_index_block {
 } ucs_range_index_block_t;
 
 typedef struct ucs_range_index {
+    /* writers' view, entry i at ends[i] / regions[i] for i < count
+     * (== block arrays + first) */
     ucs_pgt_addr_t          *ends;     /* ends[i] == regions[i]->end, ascending */
     ucs_pgt_addr_t          *tops;     /* tops[g] == ends[last of group g] */
     ucs_pgt_region_t        **regions;
+    size_t                  first;     /* offset of entry 0 in the block */
     size_t                  count;
     size_t                  capacity;
     ucs_range_index_block_t *block;    /* published for racy readers */
@@ -109,12 +114,21 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
     size_t n, pos, ngroups, group, first;
     ucs_pgt_region_t *region;
 
+    const ucs_pgt_addr_t *ends;
+    ucs_pgt_region_t * const *regions;
+    size_t base;
+
     block = __atomic_load_n(&index->block, __ATOMIC_ACQUIRE);
     if (block == NULL) {
         return NULL;
     }
-    n       = ucs_min(__atomic_load_n(&index->count, __ATOMIC_RELAXED),
+    /* a torn view (first/count from another moment) stays in bounds */
+    base    = ucs_min(__atomic_load_n(&index->first, __ATOMIC_RELAXED),
                       block->capacity);
+    n       = ucs_min(__atomic_load_n(&index->count, __ATOMIC_RELAXED),
+                      block->capacity - base);
+    ends    = block->ends + base;
+    regions = block->regions + base;
     ngroups = (n + UCS_RANGE_INDEX_GROUP - 1) / UCS_RANGE_INDEX_GROUP;
     group   = ucs_range_index_lower_n(block->tops, ngroups, addr);
     if (group >= ngroups) {
@@ -122,15 +136,15 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
     }
     first = group * UCS_RANGE_INDEX_GROUP;
     /* fetch the group's region pointers while searching its ends */
-    __builtin_prefetch(&block->regions[first]);
-    __builtin_prefetch(&block->regions[first + UCS_RANGE_INDEX_GROUP - 1]);
-    pos = first + ucs_range_index_lower_n(block->ends + first,
+    __builtin_prefetch(&regions[first]);
+    __builtin_prefetch(&regions[ucs_min(first + UCS_RANGE_INDEX_GROUP, n) - 1]);
+    pos = first + ucs_range_index_lower_n(ends + first,
                                           ucs_min(UCS_RANGE_INDEX_GROUP,
                                                   n - first), addr);
     if (pos >= n) {
         return NULL;
     }
-    region = __atomic_load_n(&block->regions[pos], __ATOMIC_RELAXED);
+    region = __atomic_load_n(&regions[pos], __ATOMIC_RELAXED);
     return (region != NULL) ? region : NULL;
 }
 
