@@ -95,6 +95,9 @@ struct ucs_rcache {
     char                name[64];
 };
 
+/* Everything below is internal to libucs. */
+#pragma GCC visibility push(hidden)
+
 /* rcache_log.c: one line "[rcache <name>] <level>: ..." to stderr, no malloc */
 void ucs_rcache_log(const char *level, const char *fmt, ...)
     UCS_F_PRINTF(2, 3);
@@ -162,6 +165,8 @@ void ucs_rcache_fork_unregister(ucs_rcache_t *rcache);
 #define ucs_rcache_atomic_sub(_p, _v) __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)
 #define ucs_rcache_atomic_load(_p)    __atomic_load_n(_p, __ATOMIC_ACQUIRE)
 #define ucs_rcache_atomic_store(_p, _v) __atomic_store_n(_p, _v, __ATOMIC_RELEASE)
+
+#pragma GCC visibility pop
 
 static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
 {
