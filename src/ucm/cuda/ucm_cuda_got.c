@@ -2,7 +2,7 @@
  * GOT/PLT patcher of libucm_cuda (see ucm_cuda_got.h).
  */
 #include "ucm_cuda_got.h"
-#include "ucm_cuda_log.h"
+#include <ucm/util/ucm_log.h>
 
 #include <elf.h>
 #include <link.h>
@@ -75,7 +75,7 @@ static ucs_status_t ucm_cuda_got_store(const ucm_cuda_got_object_t *object,
 
     relro = (addr >= object->relro_start) && (addr < object->relro_end);
     if (relro && (mprotect(page, page_size, PROT_READ | PROT_WRITE) != 0)) {
-        ucm_cuda_log_error("cannot make the GOT of '%s' writable at %p",
+        ucm_error("cannot make the GOT of '%s' writable at %p",
                            object->info->dlpi_name, (void*)slot);
         return UCS_ERR_IO_ERROR;
     }
@@ -242,7 +242,7 @@ ucs_status_t ucm_cuda_got_apply(const ucm_cuda_got_patch_t *patches,
                                 unsigned count, const void *skip_addr,
                                 ucm_cuda_got_result_t *result)
 {
-    ucm_cuda_log_error("GOT patching is not implemented on this "
+    ucm_error("GOT patching is not implemented on this "
                        "architecture");
     return UCS_ERR_UNSUPPORTED;
 }

@@ -7,7 +7,7 @@
 #include "ucm_cuda.h"
 #include "ucm_cuda_allocs.h"
 #include "ucm_cuda_got.h"
-#include "ucm_cuda_log.h"
+#include <ucm/util/ucm_log.h>
 
 #include <ucm/api/ucm_ext.h>
 #include <cuda.h>
@@ -121,7 +121,7 @@ static void ucm_cuda_report_alloc(uintptr_t address, size_t size,
     }
 
     if (ucm_cuda_allocs_add(address, size, mem_type) != UCS_OK) {
-        ucm_cuda_log_error("allocation %p + %zu not tracked: out of memory",
+        ucm_error("allocation %p + %zu not tracked: out of memory",
                            (void*)address, size);
         return;
     }

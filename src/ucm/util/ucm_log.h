@@ -3,6 +3,7 @@
  * stderr.  No malloc, no stdio, no lock: async-signal-safe, usable in hook
  * context.  Level threshold: ucm_global_opts.log_level (UCX_MEM_LOG_LEVEL).
  *
+ * ucm_log_write is exported for libucm's in-tree modules (libucm_cuda).
  * Supported conversions: %s %c %d %i %u %x %p %% with optional '0'/width and
  * the l, ll and z length modifiers.  Messages are truncated at 512 bytes.
  */

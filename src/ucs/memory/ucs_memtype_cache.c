@@ -3,7 +3,7 @@
  * typed ranges, fed by libucm's memory-type events.
  */
 #include "ucs_memtype_cache.h"
-#include "ucs_memtype_log.h"
+#include <ucs/debug/ucs_log.h>
 #include "ucs_memtype_ranges.h"
 
 #include <ucm/api/ucm.h>
@@ -36,15 +36,15 @@ static ucs_status_t ucs_memtype_cache_range(const char *func,
     uintptr_t start = (uintptr_t)address;
 
     if (cache == NULL) {
-        ucs_memtype_log_error("%s: NULL cache", func);
+        ucs_log_error("memtype", "%s: NULL cache", func);
         return UCS_ERR_INVALID_PARAM;
     }
     if (length == 0) {
-        ucs_memtype_log_error("%s: empty range at %p", func, address);
+        ucs_log_error("memtype", "%s: empty range at %p", func, address);
         return UCS_ERR_INVALID_PARAM;
     }
     if (length > (UINTPTR_MAX - start)) {
-        ucs_memtype_log_error("%s: range %p + %zu wraps around the address "
+        ucs_log_error("memtype", "%s: range %p + %zu wraps around the address "
                               "space", func, address, length);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -81,19 +81,19 @@ ucs_status_t ucs_memtype_cache_create(unsigned flags,
     ucs_status_t status;
 
     if ((cache_p == NULL) || (flags & ~UCS_MEMTYPE_CACHE_FLAG_EVENTS)) {
-        ucs_memtype_log_error("create: invalid arguments (flags 0x%x, "
+        ucs_log_error("memtype", "create: invalid arguments (flags 0x%x, "
                               "cache_p %p)", flags, (void*)cache_p);
         return UCS_ERR_INVALID_PARAM;
     }
 
     cache = malloc(sizeof(*cache));
     if (cache == NULL) {
-        ucs_memtype_log_error("create: out of memory");
+        ucs_log_error("memtype", "create: out of memory");
         return UCS_ERR_NO_MEMORY;
     }
 
     if (pthread_rwlock_init(&cache->lock, NULL) != 0) {
-        ucs_memtype_log_error("create: cannot initialize the lock");
+        ucs_log_error("memtype", "create: cannot initialize the lock");
         status = UCS_ERR_NO_MEMORY;
         goto err_free;
     }
@@ -106,7 +106,7 @@ ucs_status_t ucs_memtype_cache_create(unsigned flags,
                                        UCS_MEMTYPE_CACHE_EVENT_PRIORITY,
                                        ucs_memtype_cache_event, cache);
         if (status != UCS_OK) {
-            ucs_memtype_log_error("create: memory-type events unavailable: "
+            ucs_log_error("memtype", "create: memory-type events unavailable: "
                                   "%s", ucs_status_string(status));
             goto err_lock;
         }
@@ -151,7 +151,7 @@ ucs_status_t ucs_memtype_cache_lookup(ucs_memtype_cache_t *cache,
         return status;
     }
     if (mem_type_p == NULL) {
-        ucs_memtype_log_error("lookup: NULL mem_type_p");
+        ucs_log_error("memtype", "lookup: NULL mem_type_p");
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -178,7 +178,7 @@ ucs_status_t ucs_memtype_cache_update(ucs_memtype_cache_t *cache,
         return status;
     }
     if ((unsigned)mem_type >= UCS_MEMORY_TYPE_LAST) {
-        ucs_memtype_log_error("update: invalid memory type %d for %p + %zu",
+        ucs_log_error("memtype", "update: invalid memory type %d for %p + %zu",
                               (int)mem_type, address, length);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -188,7 +188,7 @@ ucs_status_t ucs_memtype_cache_update(ucs_memtype_cache_t *cache,
     pthread_rwlock_unlock(&cache->lock);
 
     if (status != UCS_OK) {
-        ucs_memtype_log_error("update: %p + %zu left unknown: %s", address,
+        ucs_log_error("memtype", "update: %p + %zu left unknown: %s", address,
                               length, ucs_status_string(status));
     }
     return status;
@@ -218,7 +218,7 @@ ucs_status_t ucs_memtype_cache_global(ucs_memtype_cache_t **cache_p)
     ucs_status_t status;
 
     if (cache_p == NULL) {
-        ucs_memtype_log_error("global: NULL cache_p");
+        ucs_log_error("memtype", "global: NULL cache_p");
         return UCS_ERR_INVALID_PARAM;
     }
 
