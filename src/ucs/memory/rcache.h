@@ -125,8 +125,8 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
                                ucs_rcache_t **rcache_p);
 
 /* Destroy a cache, deregistering every region.  Regions still held are
- * reported and leaked (with the cache memory) rather than freed under their
- * holders. */
+ * reported and left to their holders, with the cache memory (see
+ * ucs_rcache_destroy_checked()). */
 void ucs_rcache_destroy(ucs_rcache_t *rcache);
 
 /* Find or register a region covering [address, address+length) with at least

@@ -36,8 +36,10 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
 /* Print name and counters, one line each, to stream. */
 void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream);
 
-/* Like ucs_rcache_destroy(), but returns UCS_ERR_BUSY (and leaks them, with
- * the cache) if regions are still held; UCS_ERR_INVALID_PARAM for NULL. */
+/* Like ucs_rcache_destroy(), but returns UCS_ERR_BUSY if regions are still
+ * held: the cache then stops watching unmaps and stays allocated, its
+ * holders may still put their regions, and a later call frees it.
+ * UCS_ERR_INVALID_PARAM for NULL. */
 ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache);
 
 END_C_DECLS
