@@ -34,11 +34,7 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                     rcache->inflight.end)) {
         rcache->inflight.invalidated = 1;
     }
-    if (rcache->maps.valid &&
-        ucs_rcache_ranges_intersect(start, end, rcache->maps.start,
-                                    rcache->maps.end)) {
-        rcache->maps.valid = 0;
-    }
+    ucs_rcache_prot_forget_locked(rcache, start, end);
     pthread_spin_unlock(&rcache->lock);
 }
 

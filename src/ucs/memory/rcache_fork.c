@@ -65,7 +65,7 @@ static void ucs_rcache_fork_child(void)
         pthread_mutex_init(&rcache->reg_lock, NULL);
         rcache->fork_gen++;
         rcache->inflight.active = 0;
-        rcache->maps.valid      = 0;
+        rcache->maps.count      = 0;
         ucs_rcache_tombstone_all_locked(rcache);
     }
     pthread_mutex_init(&ucs_rcache_fork_lock, NULL);

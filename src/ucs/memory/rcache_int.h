@@ -22,6 +22,9 @@
 #include <ucs/datastruct/range_index.h>
 #include <pthread.h>
 
+/* Mappings remembered from /proc/self/maps. */
+#define UCS_RCACHE_MAPS_CACHE 64
+
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 
@@ -76,10 +79,13 @@ struct ucs_rcache {
         int             invalidated;
     } inflight;                      /* registration running outside lock */
     struct {
-        ucs_pgt_addr_t  start, end;
-        int             prot;
-        int             valid;
-    } maps;                          /* last mapping seen in /proc/self/maps */
+        struct {
+            ucs_pgt_addr_t start, end;   /* end == 0: dropped */
+            int            prot;
+        }               entries[UCS_RCACHE_MAPS_CACHE];
+        unsigned        count;       /* sorted by start */
+        unsigned long   gen;         /* bumped by every unmap event */
+    } maps;                          /* last /proc/self/maps snapshot */
     unsigned            fork_gen;
     ucs_rcache_params_t params;
     unsigned long       max_regions; /* effective limits */
@@ -111,9 +117,12 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
 
 /* rcache_prot.c: is [start, end) mapped with at least prot?  Uses and fills
  * rcache->maps (takes rcache->lock briefly).  No lock held by the caller. */
+/* Drop remembered mappings intersecting [start, end) (hook context). */
+void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                   ucs_pgt_addr_t end);
 int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                           ucs_pgt_addr_t end, int prot);
-/* Same, from the one-entry cache only (0: unknown); needs rcache->lock. */
+/* Same, from the remembered mappings only (0: unknown); needs the lock. */
 int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                   ucs_pgt_addr_t end, int prot);
 

@@ -1,20 +1,25 @@
 /*
  * Protection check of a range against /proc/self/maps (read without
- * allocating, by libucm), with a one-entry cache of the last mapping seen.
- * The cache is dropped by unmap events touching it (rcache_event.c);
- * mprotect() is not observed, like in UCX.
+ * allocating, by libucm), remembering up to UCS_RCACHE_MAPS_CACHE mappings
+ * around the last range checked.  Unmap events drop the mappings they touch
+ * (rcache_event.c); mprotect() is not observed, like in UCX.
  */
 #include "rcache_int.h"
 
 #include <ucm/api/ucm.h>
+#include <string.h>
 
 typedef struct {
     ucs_pgt_addr_t cur;   /* checked up to here */
     ucs_pgt_addr_t end;
     int            prot;
     int            ok;
-    ucs_pgt_addr_t first_start, first_end; /* mapping containing the start */
-    int            first_prot;
+    int            done;
+    unsigned       count; /* mappings recorded for the cache */
+    struct {
+        ucs_pgt_addr_t start, end;
+        int            prot;
+    } entries[UCS_RCACHE_MAPS_CACHE];
 } ucs_rcache_prot_walk_t;
 
 static int ucs_rcache_prot_walk_cb(void *arg, void *addr, size_t length,
@@ -24,64 +29,108 @@ static int ucs_rcache_prot_walk_cb(void *arg, void *addr, size_t length,
     ucs_pgt_addr_t start = (ucs_pgt_addr_t)addr;
     ucs_pgt_addr_t end   = start + length;
 
-    if (end <= walk->cur) {
-        return 0;           /* before the range */
+    if (!walk->done && (walk->count == UCS_RCACHE_MAPS_CACHE)) {
+        /* still before the range: keep the most recent half */
+        memmove(&walk->entries[0],
+                &walk->entries[UCS_RCACHE_MAPS_CACHE / 2],
+                (UCS_RCACHE_MAPS_CACHE / 2) * sizeof(walk->entries[0]));
+        walk->count = UCS_RCACHE_MAPS_CACHE / 2;
     }
-    if (start > walk->cur) {
-        return 1;           /* hole */
+    if (walk->count < UCS_RCACHE_MAPS_CACHE) {
+        walk->entries[walk->count].start = start;
+        walk->entries[walk->count].end   = end;
+        walk->entries[walk->count].prot  = prot;
+        ++walk->count;
     }
-    if (walk->first_end == 0) {
-        walk->first_start = start;
-        walk->first_end   = end;
-        walk->first_prot  = prot;
+    if (!walk->done && (end > walk->cur)) {
+        if ((start > walk->cur) || ((prot & walk->prot) != walk->prot)) {
+            walk->done = 1;     /* hole, or lacks rights */
+        } else {
+            walk->cur = end;
+            if (walk->cur >= walk->end) {
+                walk->ok   = 1;
+                walk->done = 1;
+            }
+        }
     }
-    if ((prot & walk->prot) != walk->prot) {
-        return 1;           /* lacks rights */
-    }
-    walk->cur = end;
-    if (walk->cur >= walk->end) {
-        walk->ok = 1;
-        return 1;
-    }
-    return 0;
+    /* keep reading to fill the cache, unless it is full */
+    return walk->done && (walk->count >= UCS_RCACHE_MAPS_CACHE);
 }
 
 int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                   ucs_pgt_addr_t end, int prot)
 {
+    ucs_pgt_addr_t cur = start & ~4095ul;
+    unsigned i;
+
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
-    return rcache->maps.valid && (rcache->maps.start <= (start & ~4095ul)) &&
-           (end <= rcache->maps.end) && ((rcache->maps.prot & prot) == prot);
+    for (i = 0; i < rcache->maps.count; ++i) {
+        if ((rcache->maps.entries[i].end <= cur) ||
+            (rcache->maps.entries[i].end == 0)) {
+            continue;
+        }
+        if ((rcache->maps.entries[i].start > cur) ||
+            ((rcache->maps.entries[i].prot & prot) != prot)) {
+            return 0;
+        }
+        cur = rcache->maps.entries[i].end;
+        if (cur >= end) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                   ucs_pgt_addr_t end)
+{
+    unsigned i;
+
+    ++rcache->maps.gen;
+    for (i = 0; i < rcache->maps.count; ++i) {
+        if ((rcache->maps.entries[i].start < end) &&
+            (start < rcache->maps.entries[i].end)) {
+            rcache->maps.entries[i].end = 0;
+        }
+    }
 }
 
 int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                           ucs_pgt_addr_t end, int prot)
 {
-    ucs_rcache_prot_walk_t walk = {0};
-    ucs_pgt_addr_t page_start   = start & ~4095ul;
+    ucs_rcache_prot_walk_t walk;
+    unsigned long gen;
+    unsigned i;
     int hit;
 
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
 
     pthread_spin_lock(&rcache->lock);
     hit = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
+    gen = rcache->maps.gen;
     pthread_spin_unlock(&rcache->lock);
     if (hit) {
         return 1;
     }
 
-    walk.cur  = page_start;
-    walk.end  = end;
-    walk.prot = prot;
+    walk.cur   = start & ~4095ul;
+    walk.end   = end;
+    walk.prot  = prot;
+    walk.ok    = 0;
+    walk.done  = 0;
+    walk.count = 0;
     ucm_parse_proc_self_maps(ucs_rcache_prot_walk_cb, &walk);
 
-    if (walk.first_end != 0) {
-        pthread_spin_lock(&rcache->lock);
-        rcache->maps.start = walk.first_start;
-        rcache->maps.end   = walk.first_end;
-        rcache->maps.prot  = walk.first_prot;
-        rcache->maps.valid = 1;
-        pthread_spin_unlock(&rcache->lock);
+    pthread_spin_lock(&rcache->lock);
+    if (rcache->maps.gen == gen) {
+        /* no unmap since the read: the snapshot is current */
+        for (i = 0; i < walk.count; ++i) {
+            rcache->maps.entries[i].start = walk.entries[i].start;
+            rcache->maps.entries[i].end   = walk.entries[i].end;
+            rcache->maps.entries[i].prot  = walk.entries[i].prot;
+        }
+        rcache->maps.count = walk.count;
     }
+    pthread_spin_unlock(&rcache->lock);
     return walk.ok;
 }
