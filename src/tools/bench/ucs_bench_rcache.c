@@ -449,8 +449,7 @@ static int bench_run_worker(int impl, const char *lib,
         }
         *sp   = '\0';
         value = atof(sp + 1);
-        strncpy(name, line, sizeof(name) - 1);
-        name[sizeof(name) - 1] = '\0';
+        snprintf(name, sizeof(name), "%s", line); /* truncates */
         for (i = 0; i < *nresults; ++i) {
             if (!strcmp(results[i].name, name)) {
                 break;
