@@ -147,9 +147,25 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
             goto err_fork;
         }
     }
+    if (rcache->events & UCM_EVENT_VM_UNMAPPED) {
+        status = ucm_set_event_handler(UCS_RCACHE_NATIVE_EVENTS,
+                                       ucs_max(rcache->params.ucm_event_priority,
+                                               0),
+                                       (ucm_event_callback_t)
+                                               ucs_rcache_native_after_cb,
+                                       rcache);
+        if (status != UCS_OK) {
+            ucs_rcache_error("%s: cannot install unmap completion handler: %s",
+                             name, ucs_status_string(status));
+            goto err_events;
+        }
+    }
     *rcache_p = rcache;
     return UCS_OK;
 
+err_events:
+    ucm_unset_event_handler(rcache->events,
+                            (ucm_event_callback_t)ucs_rcache_event_cb, rcache);
 err_fork:
     ucs_rcache_fork_unregister(rcache);
 err_free:
@@ -171,6 +187,12 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     if (rcache == NULL) {
         ucs_rcache_error("ucs_rcache_destroy: NULL rcache");
         return UCS_ERR_INVALID_PARAM;
+    }
+    if (rcache->events & UCM_EVENT_VM_UNMAPPED) {
+        ucm_unset_event_handler(UCS_RCACHE_NATIVE_EVENTS,
+                                (ucm_event_callback_t)
+                                        ucs_rcache_native_after_cb,
+                                rcache);
     }
     if (rcache->events != 0) {
         ucm_unset_event_handler(rcache->events,

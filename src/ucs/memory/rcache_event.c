@@ -2,10 +2,16 @@
  * Unmap handler (hook context): tombstones every region intersecting the
  * unmapped range in O(log n + k) under the spinlock, without allocating or
  * calling user code; the deregistration is deferred to the next operation.
+ *
+ * VM_UNMAPPED arrives before the pages go away, so a registration made
+ * between that moment and the end of the system call could record the old
+ * pages.  The same ranges are therefore invalidated again after the call,
+ * from native event handlers (priority >= 0 runs after the original).
  */
 #include "rcache_int.h"
 
 #include <ucm/api/ucm.h>
+#include <sys/mman.h>
 
 static int ucs_rcache_ranges_intersect(ucs_pgt_addr_t s1, ucs_pgt_addr_t e1,
                                        ucs_pgt_addr_t s2, ucs_pgt_addr_t e2)
@@ -36,6 +42,72 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     }
     ucs_rcache_prot_forget_locked(rcache, start, end);
     pthread_spin_unlock(&rcache->lock);
+}
+
+/* madvise() advices after which pages come back as new frames */
+static int ucs_rcache_advice_discards(int advice)
+{
+    switch (advice) {
+    case 4:   /* MADV_DONTNEED */
+    case 8:   /* MADV_FREE */
+    case 9:   /* MADV_REMOVE */
+    case 21:  /* MADV_PAGEOUT */
+    case 24:  /* MADV_DONTNEED_LOCKED */
+    case 25:  /* MADV_COLLAPSE */
+    case 100: /* MADV_HWPOISON */
+    case 101: /* MADV_SOFT_OFFLINE */
+    case 102: /* MADV_GUARD_INSTALL */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void ucs_rcache_unmap_len(ucs_rcache_t *rcache, const void *addr,
+                                 size_t size)
+{
+    ucs_pgt_addr_t start = (ucs_pgt_addr_t)addr;
+
+    if (size != 0) {
+        ucs_rcache_unmap_range(rcache, start,
+                               (start + size < start) ? ~0ul : start + size);
+    }
+}
+
+void ucs_rcache_native_after_cb(int event_type, void *event_p, void *arg)
+{
+    ucm_event_t *event = event_p;
+
+    switch (event_type) {
+    case UCM_EVENT_MUNMAP:
+        ucs_rcache_unmap_len(arg, event->munmap.address, event->munmap.size);
+        break;
+    case UCM_EVENT_MMAP:
+        if (event->mmap.flags & MAP_FIXED) {
+            ucs_rcache_unmap_len(arg, event->mmap.address, event->mmap.size);
+        }
+        break;
+    case UCM_EVENT_MREMAP:
+        ucs_rcache_unmap_len(arg, event->mremap.address,
+                             event->mremap.old_size);
+        break;
+    case UCM_EVENT_MADVISE:
+        if (ucs_rcache_advice_discards(event->madvise.advice)) {
+            ucs_rcache_unmap_len(arg, event->madvise.addr,
+                                 event->madvise.length);
+        }
+        break;
+    case UCM_EVENT_SBRK:
+        if ((event->sbrk.increment < 0) &&
+            (event->sbrk.result != (void*)-1)) {
+            ucs_rcache_unmap_len(arg, (char*)event->sbrk.result +
+                                      event->sbrk.increment,
+                                 -event->sbrk.increment);
+        }
+        break;
+    default:
+        break;
+    }
 }
 
 void ucs_rcache_event_cb(int event_type, void *event_p, void *arg)

@@ -165,6 +165,11 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                             ucs_pgt_addr_t end);
 void ucs_rcache_event_cb(int event_type, void *event, void *arg);
+/* Native events that unmap, seen after the system call. */
+#define UCS_RCACHE_NATIVE_EVENTS (UCM_EVENT_MUNMAP | UCM_EVENT_MMAP | \
+                                  UCM_EVENT_MREMAP | UCM_EVENT_MADVISE | \
+                                  UCM_EVENT_SBRK)
+void ucs_rcache_native_after_cb(int event_type, void *event, void *arg);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
