@@ -421,6 +421,7 @@ static int bench_run_worker(int impl, const char *lib,
                             bench_result_t *results, unsigned *nresults)
 {
     char line[256], name[128];
+    size_t len;
     double value;
     int fds[2], status;
     unsigned i;
@@ -449,7 +450,9 @@ static int bench_run_worker(int impl, const char *lib,
         }
         *sp   = '\0';
         value = atof(sp + 1);
-        snprintf(name, sizeof(name), "%s", line); /* truncates */
+        len = ucs_min(strlen(line), sizeof(name) - 1); /* truncates */
+        memcpy(name, line, len);
+        name[len] = '\0';
         for (i = 0; i < *nresults; ++i) {
             if (!strcmp(results[i].name, name)) {
                 break;
