@@ -18,6 +18,7 @@
 #ifndef UCS_RCACHE_INT_H_
 #define UCS_RCACHE_INT_H_
 
+#include <ucs/debug/ucs_log.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
 #include <pthread.h>
@@ -104,11 +105,9 @@ struct ucs_rcache {
 /* Everything below is internal to libucs. */
 #pragma GCC visibility push(hidden)
 
-/* rcache_log.c: one line "[rcache <name>] <level>: ..." to stderr, no malloc */
-void ucs_rcache_log(const char *level, const char *fmt, ...)
-    UCS_F_PRINTF(2, 3);
-#define ucs_rcache_error(_fmt, ...) ucs_rcache_log("error", _fmt, ## __VA_ARGS__)
-#define ucs_rcache_warn(_fmt, ...)  ucs_rcache_log("warning", _fmt, ## __VA_ARGS__)
+/* one line "[ucs rcache] <level>: ..." to stderr, no malloc (ucs_log) */
+#define ucs_rcache_error(_fmt, ...) ucs_log_error("rcache", _fmt, ## __VA_ARGS__)
+#define ucs_rcache_warn(_fmt, ...)  ucs_log_warn("rcache", _fmt, ## __VA_ARGS__)
 
 /* rcache_config.c: read UCX_RCACHE_*; one error line per malformed value,
  * then UCS_ERR_INVALID_PARAM.  explicit_* tell whether a variable was set. */
