@@ -6,7 +6,8 @@ set -euo pipefail
 PKGS=(build-essential autoconf automake libtool pkg-config
       googletest libgtest-dev valgrind
       libjemalloc2 libtcmalloc-minimal4
-      libucx0 libucx-dev)
+      libucx0 libucx-dev
+      libibverbs-dev ibverbs-providers ibverbs-utils rdma-core)
 
 missing=()
 for p in "${PKGS[@]}"; do
