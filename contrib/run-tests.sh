@@ -10,6 +10,9 @@
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. the suite under valgrind (memcheck)
 #   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
+#   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
+#      root for the VM setup; skipped with the reason otherwise, or with
+#      SKIP_VM_TESTS=1)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 install_deps=0
@@ -58,6 +61,17 @@ if [ $quick -eq 0 ]; then
     stage "valgrind" make -C "$top/build" check-valgrind
 fi
 stage "tools smoke (ucm_info, benchmark)" tools_smoke
+
+vm_tests() {
+    if [ "${SKIP_VM_TESTS:-0}" = 1 ]; then
+        echo "skipped: SKIP_VM_TESTS=1"
+    elif [ "$(id -u)" -ne 0 ]; then
+        echo "skipped: the soft-RoCE VM needs root (qemu, kernel fetch); run as root or see contrib/rxe-vm/README.md"
+    else
+        "$top/contrib/run-vm-tests.sh" "$top/build"
+    fi
+}
+stage "soft-RoCE VM: verbs tests" vm_tests
 
 if [ ${#failed[@]} -gt 0 ]; then
     echo "FAILED stages: ${failed[*]}"

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Run the tests that need a verbs device inside one soft-RoCE VM boot
+# (contrib/rxe-vm/rxe-vm.sh): every contrib/vm-tests/NN-*.sh in order.
+#
+#   contrib/run-vm-tests.sh BUILD_DIR [PATTERN]
+#
+# BUILD_DIR is a configured and built tree (contrib/build.sh); it is shared
+# read-write with the guest.  PATTERN (a glob, default '*') selects scripts.
+# Each script runs as "bash SCRIPT TOP BUILD_DIR" with its own time limit
+# (VM_TEST_TIMEOUT seconds, default 600) and prints its own results; this
+# driver prints one line per script and exits 1 if any failed.  The host
+# needs root (the VM setup installs qemu and fetches Debian's kernel once).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd -P)
+[ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [PATTERN]" >&2; exit 2; }
+build=$(cd "$1" && pwd -P)
+pattern=${2:-*}
+
+if [ "${RXE_VM:-0}" != 1 ]; then
+    export RXE_VM_EXTRA_PKGS="${RXE_VM_EXTRA_PKGS:-ucx-utils perftest openmpi-bin libopenmpi-dev}"
+    export RXE_VM_RW_DIRS="$build${RXE_VM_RW_DIRS:+:$RXE_VM_RW_DIRS}"
+    export RXE_VM_TIMEOUT="${RXE_VM_TIMEOUT:-1500}"
+    cd "$top"
+    exec bash "$top/contrib/rxe-vm/rxe-vm.sh" -- bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern"
+fi
+
+# inside the VM
+echo "vm-tests: device $RXE_VM_DEV, kernel $(uname -r), $(nproc) cpus"
+failed=()
+for script in "$top"/contrib/vm-tests/$pattern.sh; do
+    [ -f "$script" ] || continue
+    name=$(basename "$script" .sh)
+    echo "=== vm: $name"
+    t0=$SECONDS
+    if timeout -k 10 "${VM_TEST_TIMEOUT:-600}" bash "$script" "$top" "$build"; then
+        echo "=== vm: $name: ok ($((SECONDS - t0)) s)"
+    else
+        rc=$?
+        echo "=== vm: $name: FAILED (exit $rc, $((SECONDS - t0)) s)"
+        failed+=("$name")
+    fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "vm-tests FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "vm-tests: all passed"
