@@ -56,6 +56,26 @@ void ucm_dispatch_mem_type_free(void *addr, size_t length,
  * /proc/self/maps), 0 if none.  Safe in hook context. */
 size_t ucm_shm_seg_size(const void *addr);
 
+/* One function to intercept through the GOT/PLT slots that name it. */
+typedef struct ucm_got_patch {
+    const char *symbol;  /* e.g. "cudaMalloc" */
+    void       *hook;    /* written into the slots */
+    void       *real;    /* the real function (what an untouched slot holds) */
+    void       *foreign; /* out: another hooker's function found in a slot
+                            (the hook should call it instead of ->real), or
+                            NULL */
+} ucm_got_patch_t;
+
+/* Write each ->hook into every GOT/PLT slot (JUMP_SLOT, GLOB_DAT, unchanged
+ * data pointers) that names ->symbol in every loaded object, and keep doing
+ * so for objects loaded later (dlopen/dlmopen are followed; applying the
+ * same patch again is harmless).  *written_p (if not NULL): slots written by
+ * this call.  UCS_ERR_EXCEEDS_LIMIT if libucm's patch table is full,
+ * UCS_ERR_INVALID_PARAM on NULL fields.  Thread-safe; not for hook context.
+ * The module holding ->hook must never be unloaded (link it -z nodelete). */
+ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
+                                 unsigned long *written_p);
+
 END_C_DECLS
 
 #endif

@@ -18,13 +18,16 @@
  * real function found with dlsym(RTLD_NEXT), else dlsym(RTLD_DEFAULT).
  * Not hooked: calls through pointers from cuGetProcAddress, a statically
  * linked CUDA runtime, the pre-v2 driver symbols, entry points defined only
- * in objects loaded with RTLD_LOCAL (invisible to both dlsym lookups), and
- * slots that already point to another hooker's function (left to it).
+ * in objects loaded with RTLD_LOCAL (invisible to both dlsym lookups),
+ * and a hooker that patched a slot after us.  A slot that already points to
+ * another hooker's function is taken and our hook calls that hooker
+ * (chained), so both keep seeing the calls.
  *
  * Installation: the constructor of libucm_cuda installs the hooks when the
  * library is loaded (linked, LD_PRELOAD or dlopen), unless UCX_MEM_CUDA_HOOKS
- * is set to "n", "no", "0" or "off".  Objects loaded later are patched by
- * the next ucm_cuda_hooks_install() call.  The library is never unloaded
+ * is set to "n", "no", "0" or "off".  Patching uses libucm's GOT engine
+ * (ucm_got_patch_apply), so objects loaded later with dlopen/dlmopen are
+ * patched when they are loaded.  The library is never unloaded
  * (hooks point into it).
  */
 #ifndef UCM_CUDA_H_
@@ -41,12 +44,14 @@ BEGIN_C_DECLS
  * least one CUDA entry point exists in the process (its slots, if any, are
  * patched); UCS_ERR_UNSUPPORTED when none does (nothing to hook yet: call it
  * again after loading CUDA), or when events are disabled
- * (UCX_MEM_EVENTS=n); UCS_ERR_IO_ERROR when a GOT page could not be written
- * (logged; the other slots are patched).
+ * (UCX_MEM_EVENTS=n); UCS_ERR_EXCEEDS_LIMIT when libucm's patch table is
+ * full (logged).  A GOT page that cannot be made writable is logged and
+ * skipped; the other slots are patched.
  */
 ucs_status_t ucm_cuda_hooks_install(void);
 
-/* Totals of the GOT slots written and of those left to another hooker. */
+/* Totals of the GOT slots written and of the entry points whose slots held
+ * another hooker (our hook calls that hooker: chained). */
 typedef struct ucm_cuda_hooks_stats {
     unsigned long slots_written;
     unsigned long slots_foreign;

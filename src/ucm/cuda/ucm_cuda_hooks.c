@@ -6,7 +6,6 @@
  */
 #include "ucm_cuda.h"
 #include "ucm_cuda_allocs.h"
-#include "ucm_cuda_got.h"
 #include <ucm/util/ucm_log.h>
 
 #include <ucm/api/ucm_ext.h>
@@ -58,8 +57,9 @@ static __typeof__(cuMemFreeAsync)    ucm_cuda_mem_free_async_ptsz;
 static __typeof__(cudaMallocAsync)   ucm_cudart_malloc_async_ptsz;
 static __typeof__(cudaFreeAsync)     ucm_cudart_free_async_ptsz;
 
-/* ->real is written once, before any slot points to ->hook. */
-static ucm_cuda_got_patch_t ucm_cuda_patches[] = {
+/* Symbol and hook of each entry point; ->real is written once, before any
+ * slot points to ->hook. */
+static ucm_got_patch_t ucm_cuda_patches[] = {
     [UCM_CUDA_HOOK_MEM_ALLOC]         = {"cuMemAlloc_v2",
                                          (void*)ucm_cuda_mem_alloc, NULL},
     [UCM_CUDA_HOOK_MEM_ALLOC_MANAGED] = {"cuMemAllocManaged",
@@ -103,11 +103,15 @@ static ucm_cuda_got_patch_t ucm_cuda_patches[] = {
                                             NULL}
 };
 
+/* What each hook calls: the real function, or another hooker that had the
+ * GOT slot before us (chained). */
+static void *ucm_cuda_next[UCM_CUDA_HOOK_LAST];
+
 static pthread_mutex_t ucm_cuda_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucm_cuda_hooks_stats_t ucm_cuda_stats;
 
 #define UCM_CUDA_REAL(_id, _func) \
-    ((__typeof__(&_func))__atomic_load_n(&ucm_cuda_patches[_id].real, \
+    ((__typeof__(&_func))__atomic_load_n(&ucm_cuda_next[_id], \
                                          __ATOMIC_ACQUIRE))
 
 /* Record and announce a successful allocation.  If it cannot be recorded,
@@ -400,9 +404,11 @@ static void *ucm_cuda_resolve(const char *symbol)
 
 ucs_status_t ucm_cuda_hooks_install(void)
 {
-    ucm_cuda_got_result_t result = {0, 0, 0};
+    ucm_got_patch_t found[UCM_CUDA_HOOK_LAST];
+    unsigned ids[UCM_CUDA_HOOK_LAST];
+    unsigned long written = 0;
     ucs_status_t status;
-    unsigned found = 0;
+    unsigned count = 0;
     unsigned i;
     void *real;
 
@@ -414,24 +420,36 @@ ucs_status_t ucm_cuda_hooks_install(void)
     for (i = 0; i < UCM_CUDA_HOOK_LAST; ++i) {
         if (ucm_cuda_patches[i].real == NULL) {
             real = ucm_cuda_resolve(ucm_cuda_patches[i].symbol);
-            __atomic_store_n(&ucm_cuda_patches[i].real, real,
-                             __ATOMIC_RELEASE);
+            ucm_cuda_patches[i].real = real;
+            __atomic_store_n(&ucm_cuda_next[i], real, __ATOMIC_RELEASE);
         }
-        found += (ucm_cuda_patches[i].real != NULL);
+        if (ucm_cuda_patches[i].real != NULL) {
+            ids[count]     = i;
+            found[count++] = ucm_cuda_patches[i];
+        }
     }
 
-    if (found == 0) {
+    if (count == 0) {
         status = UCS_ERR_UNSUPPORTED; /* no CUDA in the process (yet) */
         goto out;
     }
 
-    status = ucm_cuda_got_apply(ucm_cuda_patches, UCM_CUDA_HOOK_LAST,
-                                (const void*)ucm_cuda_hooks_install, &result);
-    ucm_cuda_stats.slots_written += result.written;
-    ucm_cuda_stats.slots_foreign += result.foreign;
+    /* libucm's GOT engine: also follows dlopen for objects loaded later */
+    status = ucm_got_patch_apply(found, count, &written);
+    ucm_cuda_stats.slots_written += written;
+    for (i = 0; (status == UCS_OK) && (i < count); ++i) {
+        if ((found[i].foreign != NULL) &&
+            (ucm_cuda_next[ids[i]] != found[i].foreign)) {
+            ucm_debug("%s: chaining to another hooker at %p",
+                      found[i].symbol, found[i].foreign);
+            __atomic_store_n(&ucm_cuda_next[ids[i]], found[i].foreign,
+                             __ATOMIC_RELEASE);
+            ++ucm_cuda_stats.slots_foreign;
+        }
+    }
 
 out:
-    ucm_cuda_stats.entry_points = found;
+    ucm_cuda_stats.entry_points = count;
     pthread_mutex_unlock(&ucm_cuda_install_lock);
     return status;
 }

@@ -103,6 +103,11 @@ void ucm_mmap_init(void);
  * check that events arrive.  Idempotent; thread-safe; not in hook context. */
 ucs_status_t ucm_mmap_install(int events);
 
+/* Install the dlopen/dlclose/dlmopen hooks (reloc) if they are not yet, so
+ * that the active GOT patch set is applied to objects loaded later.  Not for
+ * hook context. */
+ucs_status_t ucm_mmap_install_dl_follow(void);
+
 /* Self-test (see ucm_test_events_detail); 'quick' skips the calls that the
  * requested native events do not name (installation check). */
 ucs_status_t ucm_mmap_test_events(int events, int quick, int *failed_p);

@@ -286,34 +286,24 @@ static void ucm_mmap_install_bistro(void)
     }
 }
 
-/* GOT/PLT patching of every function not yet hooked (+ dlopen/dlclose). */
-static ucs_status_t ucm_mmap_install_reloc(void)
+/* GOT/PLT patching of the hooks 'ids': chains to another GOT hooker found
+ * in a slot, and records the state of each. */
+static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids,
+                                       unsigned count)
 {
     ucm_reloc_patch_t patches[UCM_HOOK_LAST];
-    ucm_hook_id_t ids[UCM_HOOK_LAST];
-    unsigned i, count = 0;
-    ucm_hook_id_t id;
     ucs_status_t status;
+    ucm_hook_id_t id;
+    unsigned i;
 
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        /* dlopen/dlclose (listed after the libc functions) only when some
-         * function is hooked by reloc: objects loaded later need it too */
-        if (((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
-             (ucm_hook_funcs[id].libc || (count > 0))) ||
-            ucm_hook_funcs[id].also_reloc) {
-            patches[count].symbol   = ucm_hook_funcs[id].symbol;
-            patches[count].value    = ucm_hook_funcs[id].hook;
-            patches[count].expected = ucm_hook_funcs[id].next;
-            patches[count].resolved = dlsym(RTLD_DEFAULT,
-                                            ucm_hook_funcs[id].symbol);
-            ids[count++]            = id;
-        }
+    for (i = 0; i < count; ++i) {
+        id                      = ids[i];
+        patches[i].symbol       = ucm_hook_funcs[id].symbol;
+        patches[i].value        = ucm_hook_funcs[id].hook;
+        patches[i].expected     = ucm_hook_funcs[id].next;
+        patches[i].resolved     = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
     }
-    if (count == 0) {
-        return UCS_OK; /* everything is in bistro: no need to follow dlopen */
-    }
-
-    status = ucm_reloc_apply(patches, count);
+    status = ucm_reloc_apply(patches, count, NULL);
     /* another GOT hooker was there first: call it instead of libc, so that
      * it keeps seeing the calls we now intercept */
     for (i = 0; (status == UCS_OK) && (i < count); ++i) {
@@ -330,6 +320,49 @@ static ucs_status_t ucm_mmap_install_reloc(void)
                                                UCM_HOOK_STATE_FAILED;
         }
     }
+    return status;
+}
+
+/* GOT/PLT patching of every function not yet hooked (+ dlopen/dlclose). */
+static ucs_status_t ucm_mmap_install_reloc(void)
+{
+    ucm_hook_id_t ids[UCM_HOOK_LAST];
+    unsigned count = 0;
+    ucm_hook_id_t id;
+
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        /* dlopen/dlclose (listed after the libc functions) only when some
+         * function is hooked by reloc: objects loaded later need it too */
+        if (((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
+             (ucm_hook_funcs[id].libc || (count > 0))) ||
+            ucm_hook_funcs[id].also_reloc) {
+            ids[count++] = id;
+        }
+    }
+    if (count == 0) {
+        return UCS_OK; /* everything is in bistro: no need to follow dlopen */
+    }
+    return ucm_mmap_reloc_ids(ids, count);
+}
+
+ucs_status_t ucm_mmap_install_dl_follow(void)
+{
+    ucm_hook_id_t ids[UCM_HOOK_LAST];
+    ucs_status_t status = UCS_OK;
+    unsigned count      = 0;
+    ucm_hook_id_t id;
+
+    pthread_mutex_lock(&ucm_mmap_install_lock);
+    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if (!ucm_hook_funcs[id].libc &&
+            (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE)) {
+            ids[count++] = id;
+        }
+    }
+    if (count > 0) {
+        status = ucm_mmap_reloc_ids(ids, count);
+    }
+    pthread_mutex_unlock(&ucm_mmap_install_lock);
     return status;
 }
 

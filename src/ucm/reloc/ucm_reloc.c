@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define UCM_RELOC_MAX_PATCHES 32
+#define UCM_RELOC_MAX_PATCHES 64
 #define UCM_RELOC_MAX_OBJECTS 1024
 
 typedef struct {
@@ -177,27 +177,59 @@ static void ucm_reloc_walk(int full)
     ucm_reloc_num_objects = n;
 }
 
-ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count)
+/* Index of the active patch that writes 'value' for 'symbol', or
+ * UCM_RELOC_MAX_PATCHES if there is none. */
+static unsigned ucm_reloc_patch_find(const char *symbol, const void *value)
 {
-    unsigned first = ucm_reloc_num_patches;
     unsigned i;
 
-    pthread_mutex_lock(&ucm_reloc_lock);
-    if (ucm_reloc_num_patches + count > UCM_RELOC_MAX_PATCHES) {
-        pthread_mutex_unlock(&ucm_reloc_lock);
-        ucm_error("too many relocation patches (%u)",
-                  ucm_reloc_num_patches + count);
+    for (i = 0; i < ucm_reloc_num_patches; ++i) {
+        if ((ucm_reloc_patches[i].value == value) &&
+            !strcmp(ucm_reloc_patches[i].symbol, symbol)) {
+            return i;
+        }
+    }
+    return UCM_RELOC_MAX_PATCHES;
+}
+
+ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
+                             unsigned long *written_p)
+{
+    unsigned index[UCM_RELOC_MAX_PATCHES];
+    unsigned long slots;
+    unsigned i, n;
+
+    if (count > UCM_RELOC_MAX_PATCHES) {
+        ucm_error("too many relocation patches (%u)", count);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
+    pthread_mutex_lock(&ucm_reloc_lock);
+    for (i = 0, n = ucm_reloc_num_patches; i < count; ++i) {
+        index[i] = ucm_reloc_patch_find(patches[i].symbol, patches[i].value);
+        n       += (index[i] == UCM_RELOC_MAX_PATCHES);
+    }
+    if (n > UCM_RELOC_MAX_PATCHES) {
+        pthread_mutex_unlock(&ucm_reloc_lock);
+        ucm_error("too many relocation patches (%u)", n);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    /* a patch applied again (same symbol and hook) replaces the old entry,
+     * e.g. with a newly resolved 'expected' function */
     for (i = 0; i < count; ++i) {
-        ucm_reloc_patches[ucm_reloc_num_patches]         = patches[i];
-        ucm_reloc_patches[ucm_reloc_num_patches].foreign = NULL;
-        ++ucm_reloc_num_patches;
+        if (index[i] == UCM_RELOC_MAX_PATCHES) {
+            index[i] = ucm_reloc_num_patches++;
+        }
+        ucm_reloc_patches[index[i]]         = patches[i];
+        ucm_reloc_patches[index[i]].foreign = NULL;
         ucm_reloc_first_chars[(unsigned char)patches[i].symbol[0]] = 1;
     }
+    slots = ucm_reloc_num_slots;
     ucm_reloc_walk(1);
     for (i = 0; i < count; ++i) {
-        patches[i].foreign = ucm_reloc_patches[first + i].foreign;
+        patches[i].foreign = ucm_reloc_patches[index[i]].foreign;
+    }
+    if (written_p != NULL) {
+        *written_p = ucm_reloc_num_slots - slots;
     }
     pthread_mutex_unlock(&ucm_reloc_lock);
     return UCS_OK;

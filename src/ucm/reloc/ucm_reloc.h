@@ -22,11 +22,13 @@ typedef struct ucm_reloc_patch {
                              (the first one seen), NULL if none */
 } ucm_reloc_patch_t;
 
-/* Add patches to the active set and apply the whole set to every loaded
- * object; ->foreign of each patch tells whether another hooker had the slot
- * (the caller then chains to it).  UCS_ERR_EXCEEDS_LIMIT if the set is
- * full. */
-ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count);
+/* Add patches to the active set (a patch with the same symbol and value
+ * replaces the earlier one) and apply the whole set to every loaded object;
+ * ->foreign of each patch tells whether another hooker had the slot (the
+ * caller then chains to it).  *written_p (if not NULL): GOT slots written by
+ * this call.  UCS_ERR_EXCEEDS_LIMIT if the set is full. */
+ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
+                             unsigned long *written_p);
 
 /* Apply the active set to objects loaded since the last call; forget those
  * that were unloaded. */
