@@ -61,12 +61,6 @@ TEST_F(uct_md, rkey_pack_unpack_round_trip)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_rkey_unpack(garbage, &rkey));
     EXPECT_EQ(42u, rkey) << "output written on failure";
     dereg(memh);
-
-    /* local-only registration has no rkey to give away */
-    memh = reg(buf.ptr, buf.len, UCT_IB_MEM_ACCESS_LOCAL_WRITE);
-    ASSERT_NE(nullptr, memh);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_rkey_pack(m_md, memh, packed));
-    dereg(memh);
 }
 
 TEST_F(uct_md, cached_registration_is_reused_and_covers_request)
@@ -252,6 +246,19 @@ static void readonly_remote_write(uct_ib_md_t *md)
 TEST_F(uct_md, readonly_mapping_for_remote_write_is_refused)
 {
     readonly_remote_write(m_md);
+}
+
+TEST_F(uct_md_direct, local_only_registration_has_no_rkey)
+{
+    /* (through the cache a region always carries every right its mapping
+     * allows, so this is about direct registrations) */
+    mapping buf(65536);
+    uct_ib_mem_t *memh = reg(buf.ptr, buf.len, UCT_IB_MEM_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(nullptr, memh);
+    EXPECT_EQ(UCT_IB_REG_METHOD_DIRECT, uct_ib_mem_method(memh));
+    uint8_t packed[UCT_IB_RKEY_PACKED_SIZE];
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_rkey_pack(m_md, memh, packed));
+    dereg(memh);
 }
 
 TEST_F(uct_md_direct, readonly_mapping_for_remote_write_is_refused)
