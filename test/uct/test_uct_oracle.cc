@@ -289,7 +289,10 @@ TEST_P(uct_oracle, new_memory_at_same_address_gets_fresh_registration)
 
     std::string why;
     bool ok = false;
-    map_first();
+    ASSERT_NO_FATAL_FAILURE(map_first());
+    if (IsSkipped()) {
+        return;
+    }
     ASSERT_NO_FATAL_FAILURE(run_op(1, &why, &ok));
     ASSERT_TRUE(ok) << "first transfer: " << why;
     if (m_old.spy != nullptr) {
