@@ -17,7 +17,8 @@
 
 using namespace uct_test;
 
-namespace {
+namespace
+{
 
 const size_t buf_size = 64 * 1024;
 
@@ -89,8 +90,8 @@ int child_oracle(void *x)
         memset(x, 0, buf_size);
         uct_iov_t iov = {src, buf_size, sm};
         test_comp comp;
-        if (uct_rc_ep_put_zcopy(a, &iov, 1, (uintptr_t)x, rkey,
-                                &comp.super) != UCS_INPROGRESS) {
+        if (uct_rc_ep_put_zcopy(a, &iov, 1, (uintptr_t)x, rkey, &comp.super) !=
+            UCS_INPROGRESS) {
             return 25;
         }
         for (int spins = 0; comp.super.count != 0; ++spins) {
@@ -117,7 +118,9 @@ int child_oracle(void *x)
 
 } // namespace
 
-class uct_fork : public rc_test {};
+class uct_fork : public rc_test
+{
+};
 
 TEST_F(uct_fork, parent_and_child_keep_correct_registrations)
 {
@@ -151,14 +154,14 @@ TEST_F(uct_fork, parent_and_child_keep_correct_registrations)
     uint64_t pfn_after = pfn_of(x.ptr);
     if ((pfn_before != 0) && (pfn_after != 0)) {
         EXPECT_EQ(pfn_before, pfn_after)
-                << "the parent's registered page moved on fork";
+            << "the parent's registered page moved on fork";
     }
     xm = reg(x.ptr, buf_size);
     fill(src.ptr, buf_size, 2);
     ASSERT_EQ(UCS_OK, put(m_ep[0], src.ptr, buf_size, sm, x.ptr, xm));
     std::string why;
     EXPECT_TRUE(check(x.ptr, buf_size, 2, &why))
-            << "the NIC wrote elsewhere than the parent's pages: " << why;
+        << "the NIC wrote elsewhere than the parent's pages: " << why;
     /* and reading it back through the NIC sees the parent's pages too */
     mapping back(buf_size);
     uct_ib_mem_t *bm = reg(back.ptr, buf_size);
@@ -185,6 +188,6 @@ TEST_F(uct_fork, parent_and_child_keep_correct_registrations)
     }
     ASSERT_TRUE(WIFEXITED(st)) << "child killed by signal " << WTERMSIG(st);
     EXPECT_EQ(0, WEXITSTATUS(st))
-            << "child: 20 lost pre-fork data, 21-26 setup/transfer failed, "
-               "27 first transfer wrong, 28 stale registration after remap";
+        << "child: 20 lost pre-fork data, 21-26 setup/transfer failed, "
+           "27 first transfer wrong, 28 stale registration after remap";
 }

@@ -14,7 +14,9 @@
 
 using namespace uct_test;
 
-class uct_md : public md_test {};
+class uct_md : public md_test
+{
+};
 
 TEST_F(uct_md, query_reports_port_gid_and_method)
 {
@@ -31,8 +33,8 @@ TEST_F(uct_md, query_reports_port_gid_and_method)
         EXPECT_TRUE(attr.is_roce);
         /* the RoCE v2 entry with an IPv4-mapped address, as the VM's own
          * discovery found it */
-        static const uint8_t v4prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0xff, 0xff};
+        static const uint8_t v4prefix[12] = {0, 0, 0, 0, 0,    0,
+                                             0, 0, 0, 0, 0xff, 0xff};
         EXPECT_EQ(0, memcmp(attr.gid, v4prefix, sizeof(v4prefix)));
         if (const char *idx = getenv("RXE_VM_GID_INDEX")) {
             EXPECT_EQ((unsigned)atoi(idx), attr.gid_index);
@@ -57,7 +59,7 @@ TEST_F(uct_md, rkey_pack_unpack_round_trip)
     EXPECT_EQ(uct_ib_mem_rkey(memh), rkey);
 
     uint8_t garbage[UCT_IB_RKEY_PACKED_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8};
-    rkey = 42;
+    rkey                                     = 42;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_rkey_unpack(garbage, &rkey));
     EXPECT_EQ(42u, rkey) << "output written on failure";
     dereg(memh);
@@ -66,9 +68,9 @@ TEST_F(uct_md, rkey_pack_unpack_round_trip)
 TEST_F(uct_md, cached_registration_is_reused_and_covers_request)
 {
     mapping buf(1 << 20);
-    uint8_t *p         = static_cast<uint8_t*>(buf.ptr);
-    uct_ib_mem_t *m1   = reg(p + 100, 5000);
-    uct_ib_mem_t *m2   = reg(p + 200, 100);
+    uint8_t *p       = static_cast<uint8_t *>(buf.ptr);
+    uct_ib_mem_t *m1 = reg(p + 100, 5000);
+    uct_ib_mem_t *m2 = reg(p + 200, 100);
     ASSERT_NE(nullptr, m1);
     ASSERT_NE(nullptr, m2);
     EXPECT_EQ(m1, m2) << "a sub-range of a cached region is a cache hit";
@@ -85,7 +87,7 @@ TEST_F(uct_md, cached_registration_is_reused_and_covers_request)
 TEST_F(uct_md, bad_input_is_refused)
 {
     mapping buf(4096);
-    uct_ib_mem_t *memh = reinterpret_cast<uct_ib_mem_t*>(0x1);
+    uct_ib_mem_t *memh = reinterpret_cast<uct_ib_mem_t *>(0x1);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_ib_md_mem_reg(nullptr, buf.ptr, 4096, 0, &memh));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
@@ -96,19 +98,19 @@ TEST_F(uct_md, bad_input_is_refused)
               uct_ib_md_mem_reg(m_md, buf.ptr, SIZE_MAX - 10, 0, &memh));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_ib_md_mem_reg(m_md, buf.ptr, 4096, 0x100, &memh));
-    EXPECT_EQ(reinterpret_cast<uct_ib_mem_t*>(0x1), memh);
+    EXPECT_EQ(reinterpret_cast<uct_ib_mem_t *>(0x1), memh);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_mem_dereg(m_md, nullptr));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_query(m_md, nullptr));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_open(nullptr, nullptr));
 
     /* an unmapped range */
-    void *hole = mmap(nullptr, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
-                      -1, 0);
+    void *hole =
+        mmap(nullptr, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(MAP_FAILED, hole);
     munmap(hole, 8192);
-    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-              uct_ib_md_mem_reg(m_md, hole, 8192, UCT_IB_MEM_ACCESS_ALL,
-                                &memh));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_ADDR,
+        uct_ib_md_mem_reg(m_md, hole, 8192, UCT_IB_MEM_ACCESS_ALL, &memh));
 }
 
 TEST_F(uct_md, missing_device_and_malformed_spec)
@@ -136,7 +138,7 @@ TEST_F(uct_md, missing_device_and_malformed_spec)
 
 TEST_F(uct_md, malformed_config_values_fail_open)
 {
-    uct_ib_md_t *md = nullptr;
+    uct_ib_md_t *md        = nullptr;
     const char *cases[][2] = {
         {"UCX_IB_REG_METHODS", "rcache,foo"},
         {"UCX_IB_REG_METHODS", "direct,direct"},
@@ -148,7 +150,7 @@ TEST_F(uct_md, malformed_config_values_fail_open)
     for (auto &c : cases) {
         scoped_env env(c[0], c[1]);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_open(dev_spec(), &md))
-                << c[0] << "=" << c[1];
+            << c[0] << "=" << c[1];
     }
     /* UCX_RC_*: checked when an interface opens */
     const char *rc_cases[][2] = {
@@ -159,9 +161,9 @@ TEST_F(uct_md, malformed_config_values_fail_open)
     for (auto &c : rc_cases) {
         scoped_env env(c[0], c[1]);
         uct_rc_iface_t *iface = nullptr;
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_iface_open(m_md, nullptr,
-                                                           &iface))
-                << c[0] << "=" << c[1];
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_rc_iface_open(m_md, nullptr, &iface))
+            << c[0] << "=" << c[1];
     }
 }
 
@@ -172,8 +174,9 @@ TEST_F(uct_md, odp_unavailable_falls_back_to_direct)
     ASSERT_EQ(UCS_OK, uct_ib_md_open(dev_spec(), &md));
     uct_ib_md_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_ib_md_query(md, &attr));
-    EXPECT_EQ(attr.odp_supported ? UCT_IB_REG_METHOD_ODP :
-                                   UCT_IB_REG_METHOD_DIRECT, attr.reg_method);
+    EXPECT_EQ(attr.odp_supported ? UCT_IB_REG_METHOD_ODP
+                                 : UCT_IB_REG_METHOD_DIRECT,
+              attr.reg_method);
     mapping buf(65536);
     uct_ib_mem_t *memh = nullptr;
     ASSERT_EQ(UCS_OK, uct_ib_md_mem_reg(md, buf.ptr, buf.len,
@@ -214,17 +217,19 @@ TEST_F(uct_md, rcache_without_events_falls_back)
     std::string out;
     int rc = run_self("uct_md_child.rcache_without_events",
                       {"UCT_TEST_CHILD=1", "UCX_MEM_EVENTS=no",
-                       "UCX_IB_REG_METHODS=rcache,odp,direct"}, &out);
+                       "UCX_IB_REG_METHODS=rcache,odp,direct"},
+                      &out);
     EXPECT_EQ(0, rc) << out;
     EXPECT_NE(std::string::npos, out.find("[  PASSED  ] 1 test")) << out;
     /* one clear line per method skipped */
     EXPECT_NE(std::string::npos,
               out.find("'rcache' unavailable (memory events are disabled"))
-            << out;
+        << out;
     EXPECT_NE(std::string::npos, out.find("'odp' unavailable")) << out;
 }
 
-class uct_md_direct : public md_test {
+class uct_md_direct : public md_test
+{
     scoped_env m_env{"UCX_IB_REG_METHODS", "direct"};
 };
 
@@ -284,8 +289,8 @@ TEST_F(uct_md, memlock_limit_is_reported)
         if (syscall(SYS_capget, &hdr, data) != 0) {
             _exit(10);
         }
-        data[0].effective   &= ~(1u << CAP_IPC_LOCK);
-        data[0].permitted   &= ~(1u << CAP_IPC_LOCK);
+        data[0].effective &= ~(1u << CAP_IPC_LOCK);
+        data[0].permitted &= ~(1u << CAP_IPC_LOCK);
         data[0].inheritable &= ~(1u << CAP_IPC_LOCK);
         if (syscall(SYS_capset, &hdr, data) != 0) {
             _exit(11);
@@ -301,11 +306,11 @@ TEST_F(uct_md, memlock_limit_is_reported)
             if (uct_ib_md_open(dev_spec(), &md) != UCS_OK) {
                 _exit(13);
             }
-            void *p = mmap(nullptr, 4 << 20, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            void *p            = mmap(nullptr, 4 << 20, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             uct_ib_mem_t *memh = nullptr;
-            ucs_status_t st = uct_ib_md_mem_reg(md, p, 4 << 20,
-                                                UCT_IB_MEM_ACCESS_ALL, &memh);
+            ucs_status_t st =
+                uct_ib_md_mem_reg(md, p, 4 << 20, UCT_IB_MEM_ACCESS_ALL, &memh);
             if (st != UCS_ERR_EXCEEDS_LIMIT) {
                 code |= 1 << (i + 1);
             }
@@ -325,6 +330,7 @@ TEST_F(uct_md, memlock_limit_is_reported)
     ASSERT_EQ(pid, waitpid(pid, &st, 0));
     ASSERT_TRUE(WIFEXITED(st));
     EXPECT_EQ(0, WEXITSTATUS(st)) << "bit 1: direct, bit 2: rcache did not "
-                                     "return UCS_ERR_EXCEEDS_LIMIT\n" << out;
+                                     "return UCS_ERR_EXCEEDS_LIMIT\n"
+                                  << out;
     EXPECT_NE(std::string::npos, out.find("RLIMIT_MEMLOCK is 64 KiB")) << out;
 }

@@ -23,7 +23,8 @@
 
 using namespace uct_test;
 
-namespace {
+namespace
+{
 
 const size_t buf_size    = 64 * 1024;
 const size_t malloc_size = 2 * 1024 * 1024;
@@ -32,7 +33,7 @@ const size_t malloc_size = 2 * 1024 * 1024;
  * marks a block of its own mmap()ed pages. */
 bool malloc_is_mmapped(void *p)
 {
-    return (static_cast<size_t*>(p)[-1] & 2) != 0;
+    return (static_cast<size_t *>(p)[-1] & 2) != 0;
 }
 
 enum class remap_kind { map_fixed, munmap_mmap, mremap, shm, malloc_reuse };
@@ -41,28 +42,33 @@ enum class op_kind { put, get, am };
 const char *remap_name(remap_kind k)
 {
     switch (k) {
-    case remap_kind::map_fixed:    return "mmap(MAP_FIXED) over the buffer";
-    case remap_kind::munmap_mmap:  return "munmap + mmap at the same address";
-    case remap_kind::mremap:       return "mremap(MREMAP_FIXED) onto it";
-    case remap_kind::shm:          return "shmdt + shmat of another segment";
-    default:                       return "free + malloc reuse";
+    case remap_kind::map_fixed:
+        return "mmap(MAP_FIXED) over the buffer";
+    case remap_kind::munmap_mmap:
+        return "munmap + mmap at the same address";
+    case remap_kind::mremap:
+        return "mremap(MREMAP_FIXED) onto it";
+    case remap_kind::shm:
+        return "shmdt + shmat of another segment";
+    default:
+        return "free + malloc reuse";
     }
 }
 
 /* Memory at a fixed address X, backed by a memfd or shm segment that also
  * has a second mapping (spy) kept alive after X is replaced. */
 struct backing {
-    int   fd    = -1;
-    int   shmid = -1;
-    void *spy   = nullptr;
+    int fd    = -1;
+    int shmid = -1;
+    void *spy = nullptr;
 
     void create_memfd()
     {
         fd = memfd_create("uct_oracle", MFD_CLOEXEC);
         ASSERT_GE(fd, 0);
         ASSERT_EQ(0, ftruncate(fd, buf_size));
-        spy = mmap(nullptr, buf_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   0);
+        spy =
+            mmap(nullptr, buf_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         ASSERT_NE(MAP_FAILED, spy);
     }
     void create_shm()
@@ -70,7 +76,7 @@ struct backing {
         shmid = shmget(IPC_PRIVATE, buf_size, IPC_CREAT | 0600);
         ASSERT_GE(shmid, 0);
         spy = shmat(shmid, nullptr, 0);
-        ASSERT_NE((void*)-1, spy);
+        ASSERT_NE((void *)-1, spy);
         shmctl(shmid, IPC_RMID, nullptr); /* gone with the last detach */
     }
     ~backing()
@@ -88,21 +94,22 @@ struct backing {
 
 } // namespace
 
-class uct_oracle : public rc_test,
-                   public ::testing::WithParamInterface<
-                           std::tuple<op_kind, remap_kind>> {
-protected:
+class uct_oracle
+    : public rc_test,
+      public ::testing::WithParamInterface<std::tuple<op_kind, remap_kind>>
+{
+  protected:
     std::vector<std::vector<uint8_t>> m_msgs;
-    void    *m_x = nullptr;   /* the address that gets new memory */
-    backing  m_old, m_new;
-    mapping  m_peer{buf_size}; /* the other side of each operation */
+    void *m_x = nullptr; /* the address that gets new memory */
+    backing m_old, m_new;
+    mapping m_peer{buf_size}; /* the other side of each operation */
     uct_ib_mem_t *m_peer_memh = nullptr;
 
     static ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned)
     {
-        auto *msgs = static_cast<std::vector<std::vector<uint8_t>>*>(arg);
-        msgs->emplace_back(static_cast<uint8_t*>(data),
-                           static_cast<uint8_t*>(data) + length);
+        auto *msgs = static_cast<std::vector<std::vector<uint8_t>> *>(arg);
+        msgs->emplace_back(static_cast<uint8_t *>(data),
+                           static_cast<uint8_t *>(data) + length);
         return UCS_OK;
     }
 
@@ -112,8 +119,8 @@ protected:
         if (IsSkipped() || HasFatalFailure()) {
             return;
         }
-        ASSERT_EQ(UCS_OK, uct_rc_iface_set_am_handler(m_iface, 3, am_cb,
-                                                      &m_msgs));
+        ASSERT_EQ(UCS_OK,
+                  uct_rc_iface_set_am_handler(m_iface, 3, am_cb, &m_msgs));
         m_peer_memh = reg(m_peer.ptr, m_peer.len);
         ASSERT_NE(nullptr, m_peer_memh);
     }
@@ -146,7 +153,7 @@ protected:
         case remap_kind::shm:
             m_old.create_shm();
             m_x = shmat(m_old.shmid, nullptr, 0);
-            ASSERT_NE((void*)-1, m_x);
+            ASSERT_NE((void *)-1, m_x);
             break;
         case remap_kind::malloc_reuse:
             /* fixed threshold, and a block larger than any free heap chunk
@@ -214,9 +221,10 @@ protected:
             m_x = p;
             if ((uintptr_t)p != old) {
                 char msg[96];
-                snprintf(msg, sizeof(msg), "malloc returned 0x%lx, not the "
-                         "freed 0x%lx", (unsigned long)(uintptr_t)p,
-                         (unsigned long)old);
+                snprintf(msg, sizeof(msg),
+                         "malloc returned 0x%lx, not the "
+                         "freed 0x%lx",
+                         (unsigned long)(uintptr_t)p, (unsigned long)old);
                 GTEST_SKIP() << msg << ": no reuse to test this run";
             }
             break;
@@ -235,26 +243,26 @@ protected:
         case op_kind::put: /* X is the remote target */
             fill(m_peer.ptr, buf_size, seed);
             memset(m_x, 0, buf_size);
-            ASSERT_EQ(UCS_OK, put(m_ep[0], m_peer.ptr, buf_size, m_peer_memh,
-                                  m_x, xm));
+            ASSERT_EQ(UCS_OK,
+                      put(m_ep[0], m_peer.ptr, buf_size, m_peer_memh, m_x, xm));
             memcpy(result.data(), m_x, buf_size);
             break;
         case op_kind::get: /* X is the local target of the read */
             fill(m_peer.ptr, buf_size, seed);
             memset(m_x, 0, buf_size);
-            ASSERT_EQ(UCS_OK, get(m_ep[1], m_x, buf_size, xm, m_peer.ptr,
-                                  m_peer_memh));
+            ASSERT_EQ(UCS_OK,
+                      get(m_ep[1], m_x, buf_size, xm, m_peer.ptr, m_peer_memh));
             memcpy(result.data(), m_x, buf_size);
             break;
         case op_kind::am: { /* X is the local source of the message */
             fill(m_x, buf_size, seed);
             m_msgs.clear();
-            size_t chunk  = m_attr.seg_size - 8;
-            size_t off    = 0;
-            uint64_t hdr  = seed;
+            size_t chunk = m_attr.seg_size - 8;
+            size_t off   = 0;
+            uint64_t hdr = seed;
             while (off < buf_size) {
                 size_t len    = std::min(chunk, buf_size - off);
-                uct_iov_t iov = {(uint8_t*)m_x + off, len, xm};
+                uct_iov_t iov = {(uint8_t *)m_x + off, len, xm};
                 test_comp comp;
                 ucs_status_t st = post_retry([&]() {
                     return uct_rc_ep_am_zcopy(m_ep[0], 3, &hdr, sizeof(hdr),
@@ -307,16 +315,17 @@ TEST_P(uct_oracle, new_memory_at_same_address_gets_fresh_registration)
     ASSERT_NO_FATAL_FAILURE(run_op(2, &why, &ok));
     EXPECT_TRUE(ok) << "after " << remap_name(std::get<1>(GetParam()))
                     << ": the NIC did not use the new pages (stale "
-                       "registration): " << why;
+                       "registration): "
+                    << why;
     if (m_new.spy != nullptr) {
         EXPECT_EQ(0, memcmp(m_new.spy, m_x, buf_size))
-                << "X is not the new backing";
+            << "X is not the new backing";
     }
     if ((m_old.spy != nullptr) && (std::get<0>(GetParam()) != op_kind::am)) {
         /* the old pages keep the first data: the NIC never wrote them */
         EXPECT_TRUE(check(m_old.spy, buf_size, 1, &why))
-                << "the old pages were written through a stale registration: "
-                << why;
+            << "the old pages were written through a stale registration: "
+            << why;
     }
 }
 
@@ -326,27 +335,27 @@ static std::string
 oracle_name(const ::testing::TestParamInfo<oracle_param> &info)
 {
     static const char *ops[]    = {"put", "get", "am"};
-    static const char *remaps[] = {"map_fixed", "munmap_mmap", "mremap",
-                                   "shm", "malloc_reuse"};
+    static const char *remaps[] = {"map_fixed", "munmap_mmap", "mremap", "shm",
+                                   "malloc_reuse"};
     return std::string(ops[(int)std::get<0>(info.param)]) + "_" +
            remaps[(int)std::get<1>(info.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(
-        all, uct_oracle,
-        ::testing::Combine(::testing::Values(op_kind::put, op_kind::get,
-                                             op_kind::am),
-                           ::testing::Values(remap_kind::map_fixed,
-                                             remap_kind::munmap_mmap,
-                                             remap_kind::mremap,
-                                             remap_kind::shm,
-                                             remap_kind::malloc_reuse)),
-        oracle_name);
+    all, uct_oracle,
+    ::testing::Combine(
+        ::testing::Values(op_kind::put, op_kind::get, op_kind::am),
+        ::testing::Values(remap_kind::map_fixed, remap_kind::munmap_mmap,
+                          remap_kind::mremap, remap_kind::shm,
+                          remap_kind::malloc_reuse)),
+    oracle_name);
 
 /* Negative control: the oracle does catch a stale registration.  Keeping
  * the first handle and using its rkey after X got new memory makes the NIC
  * write the old pages (seen through the second mapping), not X. */
-class uct_oracle_control : public rc_test {};
+class uct_oracle_control : public rc_test
+{
+};
 
 TEST_F(uct_oracle_control, stale_registration_writes_old_pages)
 {
@@ -357,7 +366,7 @@ TEST_F(uct_oracle_control, stale_registration_writes_old_pages)
                    old_b.fd, 0);
     ASSERT_NE(MAP_FAILED, x);
     mapping src(buf_size);
-    uct_ib_mem_t *sm = reg(src.ptr, buf_size);
+    uct_ib_mem_t *sm    = reg(src.ptr, buf_size);
     uct_ib_mem_t *stale = reg(x, buf_size); /* held across the remap */
     ASSERT_EQ(x, mmap(x, buf_size, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_FIXED, new_b.fd, 0));
@@ -366,9 +375,9 @@ TEST_F(uct_oracle_control, stale_registration_writes_old_pages)
     fill(src.ptr, buf_size, 5);
     ASSERT_EQ(UCS_OK, put(m_ep[0], src.ptr, buf_size, sm, x, stale));
     EXPECT_TRUE(check(old_b.spy, buf_size, 5, nullptr))
-            << "a stale registration should have written the old pages";
+        << "a stale registration should have written the old pages";
     EXPECT_FALSE(check(x, buf_size, 5, nullptr))
-            << "the new pages got data through a registration of the old ones";
+        << "the new pages got data through a registration of the old ones";
     dereg(stale);
     dereg(sm);
     munmap(x, buf_size);

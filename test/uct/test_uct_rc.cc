@@ -9,17 +9,17 @@
 
 using namespace uct_test;
 
-class uct_rc : public rc_test {
-protected:
+class uct_rc : public rc_test
+{
+  protected:
     struct am_log {
         std::vector<std::vector<uint8_t>> msgs;
     };
-    static ucs_status_t am_cb(void *arg, void *data, size_t length,
-                              unsigned)
+    static ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned)
     {
-        auto *log = static_cast<am_log*>(arg);
-        log->msgs.emplace_back(static_cast<uint8_t*>(data),
-                               static_cast<uint8_t*>(data) + length);
+        auto *log = static_cast<am_log *>(arg);
+        log->msgs.emplace_back(static_cast<uint8_t *>(data),
+                               static_cast<uint8_t *>(data) + length);
         return UCS_OK;
     }
 };
@@ -75,8 +75,9 @@ TEST_F(uct_rc, iov_lists_gather_and_scatter)
     ASSERT_EQ(UCS_OK, wait_comp(comp));
     std::string why;
     for (size_t i = 0; i < n; ++i) {
-        EXPECT_TRUE(check((uint8_t*)remote.ptr + i * piece, piece, 10 + i,
-                          &why)) << i << ": " << why;
+        EXPECT_TRUE(
+            check((uint8_t *)remote.ptr + i * piece, piece, 10 + i, &why))
+            << i << ": " << why;
     }
     /* scatter it back into the pieces, rotated */
     for (size_t i = 0; i < n; ++i) {
@@ -90,16 +91,16 @@ TEST_F(uct_rc, iov_lists_gather_and_scatter)
     ASSERT_EQ(UCS_OK, wait_comp(comp2));
     for (size_t i = 0; i < n; ++i) {
         EXPECT_TRUE(check(parts[(i + 1) % n], piece, 10 + i, &why))
-                << i << ": " << why;
+            << i << ": " << why;
         dereg(memh[i]);
     }
     dereg(rm);
 
     /* too many entries, entries outside their memh */
     std::vector<uct_iov_t> many(m_attr.max_iov + 1, iov[0]);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_rc_ep_put_zcopy(m_ep[0], many.data(), many.size(), 0, 0,
-                                  nullptr));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_PARAM,
+        uct_rc_ep_put_zcopy(m_ep[0], many.data(), many.size(), 0, 0, nullptr));
 }
 
 TEST_F(uct_rc, iov_outside_memh_is_refused)
@@ -111,7 +112,7 @@ TEST_F(uct_rc, iov_outside_memh_is_refused)
     void *addr;
     size_t len;
     uct_ib_mem_range(memh, &addr, &len);
-    uct_iov_t iov = {(uint8_t*)addr + len - 10, 20, memh};
+    uct_iov_t iov = {(uint8_t *)addr + len - 10, 20, memh};
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_rc_ep_put_zcopy(m_ep[0], &iov, 1, 0, 0, nullptr));
     iov = {buf.ptr, 16, nullptr};
@@ -131,7 +132,7 @@ TEST_F(uct_rc, am_zcopy_delivers_header_and_payload)
     uint8_t header[40];
     fill(header, sizeof(header), 4);
     uct_iov_t iov[2] = {{src.ptr, 2000, sm},
-                        {(uint8_t*)src.ptr + 2000, len - 2000, sm}};
+                        {(uint8_t *)src.ptr + 2000, len - 2000, sm}};
     test_comp comp;
     ASSERT_EQ(UCS_INPROGRESS,
               uct_rc_ep_am_zcopy(m_ep[0], 5, header, sizeof(header), iov, 2,
@@ -142,7 +143,7 @@ TEST_F(uct_rc, am_zcopy_delivers_header_and_payload)
     std::string why;
     EXPECT_TRUE(check(log.msgs[0].data(), sizeof(header), 4, &why)) << why;
     EXPECT_TRUE(check(log.msgs[0].data() + sizeof(header), len, 3, &why))
-            << why;
+        << why;
 
     /* larger than the segment: refused */
     mapping big(m_attr.seg_size + 1);
@@ -170,7 +171,7 @@ TEST_F(uct_rc, am_short_and_many_messages_reuse_receive_buffers)
         ASSERT_EQ(UCS_OK, st) << i;
     }
     ASSERT_TRUE(wait([&]() { return log.msgs.size() == count; }))
-            << log.msgs.size() << " of " << count << " messages arrived";
+        << log.msgs.size() << " of " << count << " messages arrived";
     std::vector<bool> seen(count);
     for (auto &m : log.msgs) {
         ASSERT_EQ(8u + 32u, m.size());
@@ -189,19 +190,19 @@ TEST_F(uct_rc, am_short_and_many_messages_reuse_receive_buffers)
 
 TEST_F(uct_rc, many_in_flight_until_no_resource_then_flush)
 {
-    const size_t len = 4096;
+    const size_t len   = 4096;
     const unsigned max = m_attr.tx_queue_len;
     mapping src(len * max), dst(len * max);
     fill(src.ptr, src.len, 7);
     memset(dst.ptr, 0, dst.len);
     uct_ib_mem_t *sm = reg(src.ptr, src.len), *dm = reg(dst.ptr, dst.len);
-    uct_rkey_t rkey  = rkey_of(dm);
+    uct_rkey_t rkey = rkey_of(dm);
     test_comp comp(0);
     unsigned posted = 0;
     ucs_status_t st;
     for (;;) {
         size_t off    = (size_t)(posted % max) * len;
-        uct_iov_t iov = {(uint8_t*)src.ptr + off, len, sm};
+        uct_iov_t iov = {(uint8_t *)src.ptr + off, len, sm};
         ++comp.super.count;
         st = uct_rc_ep_put_zcopy(m_ep[0], &iov, 1, (uintptr_t)dst.ptr + off,
                                  rkey, &comp.super);
@@ -288,8 +289,7 @@ TEST_F(uct_rc, unconnected_endpoint_and_bad_address)
 {
     uct_rc_ep_t *ep;
     ASSERT_EQ(UCS_OK, uct_rc_ep_create(m_iface, &ep));
-    EXPECT_EQ(UCS_ERR_NOT_CONNECTED,
-              uct_rc_ep_am_short(ep, 0, 0, nullptr, 0));
+    EXPECT_EQ(UCS_ERR_NOT_CONNECTED, uct_rc_ep_am_short(ep, 0, 0, nullptr, 0));
     EXPECT_EQ(UCS_OK, uct_rc_ep_flush(ep, nullptr));
     uint8_t garbage[UCT_RC_EP_ADDR_SIZE] = {0x12, 0x34};
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rc_ep_connect_to_ep(ep, garbage));

@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-namespace uct_test {
+namespace uct_test
+{
 
 static double now_s()
 {
@@ -35,9 +36,10 @@ std::string no_device_reason()
         }
         cached = num;
     }
-    return (cached > 0) ? "" :
-           "no verbs device on this machine: these tests run inside the "
-           "soft-RoCE VM (contrib/run-vm-tests.sh BUILD_DIR '1*')";
+    return (cached > 0)
+               ? ""
+               : "no verbs device on this machine: these tests run inside the "
+                 "soft-RoCE VM (contrib/run-vm-tests.sh BUILD_DIR '1*')";
 }
 
 const char *dev_spec()
@@ -83,7 +85,7 @@ test_comp::test_comp(int count) : calls(0)
 
 void test_comp::cb(uct_completion_t *self)
 {
-    reinterpret_cast<test_comp*>(self)->calls++;
+    reinterpret_cast<test_comp *>(self)->calls++;
 }
 
 static uint8_t pattern_byte(size_t i, uint32_t seed)
@@ -94,7 +96,7 @@ static uint8_t pattern_byte(size_t i, uint32_t seed)
 
 void fill(void *buf, size_t len, uint32_t seed)
 {
-    uint8_t *p = static_cast<uint8_t*>(buf);
+    uint8_t *p = static_cast<uint8_t *>(buf);
     for (size_t i = 0; i < len; ++i) {
         p[i] = pattern_byte(i, seed);
     }
@@ -102,14 +104,15 @@ void fill(void *buf, size_t len, uint32_t seed)
 
 bool check(const void *buf, size_t len, uint32_t seed, std::string *why)
 {
-    const uint8_t *p = static_cast<const uint8_t*>(buf);
+    const uint8_t *p = static_cast<const uint8_t *>(buf);
     for (size_t i = 0; i < len; ++i) {
         if (p[i] != pattern_byte(i, seed)) {
             if (why != nullptr) {
                 char msg[128];
-                snprintf(msg, sizeof(msg), "byte %zu is 0x%02x, expected "
-                         "0x%02x (pattern %u)", i, p[i], pattern_byte(i, seed),
-                         seed);
+                snprintf(msg, sizeof(msg),
+                         "byte %zu is 0x%02x, expected "
+                         "0x%02x (pattern %u)",
+                         i, p[i], pattern_byte(i, seed), seed);
                 *why = msg;
             }
             return false;
@@ -133,7 +136,7 @@ int run_self(const std::string &filter, const std::vector<std::string> &env,
             putenv(strdup(e.c_str()));
         }
         std::string arg = "--gtest_filter=" + filter;
-        execl("/proc/self/exe", "gtest_uct", arg.c_str(), (char*)nullptr);
+        execl("/proc/self/exe", "gtest_uct", arg.c_str(), (char *)nullptr);
         _exit(127);
     }
     close(fds[1]);
@@ -193,9 +196,9 @@ void md_test::dereg(uct_ib_mem_t *memh)
 uct_rc_iface_params_t rc_test::iface_params()
 {
     uct_rc_iface_params_t params = {};
-    params.tx_queue_len = 32;
-    params.rx_queue_len = 32;
-    params.seg_size     = 8192 + 64;
+    params.tx_queue_len          = 32;
+    params.rx_queue_len          = 32;
+    params.seg_size              = 8192 + 64;
     return params;
 }
 
@@ -282,7 +285,7 @@ ucs_status_t rc_test::put(uct_rc_ep_t *ep, void *src, size_t len,
                           uct_ib_mem_t *src_memh, void *dst,
                           uct_ib_mem_t *dst_memh)
 {
-    uct_iov_t iov = {src, len, src_memh};
+    uct_iov_t iov   = {src, len, src_memh};
     uct_rkey_t rkey = rkey_of(dst_memh);
     test_comp comp;
     ucs_status_t status = post_retry([&]() {
@@ -299,7 +302,7 @@ ucs_status_t rc_test::get(uct_rc_ep_t *ep, void *dst, size_t len,
                           uct_ib_mem_t *dst_memh, void *src,
                           uct_ib_mem_t *src_memh)
 {
-    uct_iov_t iov = {dst, len, dst_memh};
+    uct_iov_t iov   = {dst, len, dst_memh};
     uct_rkey_t rkey = rkey_of(src_memh);
     test_comp comp;
     ucs_status_t status = post_retry([&]() {

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-namespace uct_test {
+namespace uct_test
+{
 
 static const double wait_timeout_s = 30.0;
 
@@ -25,19 +26,21 @@ std::string no_device_reason();
 const char *dev_spec();
 
 /* Set an environment variable for the scope, restoring it afterwards. */
-class scoped_env {
-public:
+class scoped_env
+{
+  public:
     scoped_env(const char *name, const char *value);
     ~scoped_env();
-private:
+
+  private:
     std::string m_name, m_old;
-    bool        m_had;
+    bool m_had;
 };
 
 /* Completion that records its callback. */
 struct test_comp {
     uct_completion_t super;
-    int              calls;
+    int calls;
     explicit test_comp(int count = 1);
     static void cb(uct_completion_t *self);
 };
@@ -52,8 +55,9 @@ bool check(const void *buf, size_t len, uint32_t seed, std::string *why);
 int run_self(const std::string &filter, const std::vector<std::string> &env,
              std::string *output, double timeout_s = 120);
 
-class md_test : public ::testing::Test {
-protected:
+class md_test : public ::testing::Test
+{
+  protected:
     uct_ib_md_t *m_md = nullptr;
     void SetUp() override;
     void TearDown() override;
@@ -62,10 +66,11 @@ protected:
     void dereg(uct_ib_mem_t *memh);
 };
 
-class rc_test : public md_test {
-protected:
+class rc_test : public md_test
+{
+  protected:
     uct_rc_iface_t *m_iface = nullptr;
-    uct_rc_ep_t    *m_ep[2] = {nullptr, nullptr};
+    uct_rc_ep_t *m_ep[2]    = {nullptr, nullptr};
     uct_rc_iface_attr_t m_attr;
 
     void SetUp() override;
@@ -91,11 +96,11 @@ protected:
 
 /* mmap'ed anonymous buffer. */
 struct mapping {
-    void   *ptr = nullptr;
-    size_t len  = 0;
+    void *ptr  = nullptr;
+    size_t len = 0;
     mapping(size_t len, int prot = 3 /* PROT_READ|PROT_WRITE */);
     ~mapping();
-    mapping(const mapping &) = delete;
+    mapping(const mapping &)            = delete;
     mapping &operator=(const mapping &) = delete;
 };
 

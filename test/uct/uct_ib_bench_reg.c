@@ -48,8 +48,8 @@ static double reg_fresh(uct_ib_md_t *md, size_t len, int rounds, int touched)
     int i;
 
     for (i = 0; i < rounds; ++i) {
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
         if (p == MAP_FAILED) {
             perror("mmap");
             exit(1);
@@ -62,7 +62,7 @@ static double reg_fresh(uct_ib_md_t *md, size_t len, int rounds, int touched)
             UCS_OK) {
             exit(1);
         }
-        t = now_s() - t;
+        t    = now_s() - t;
         best = (t < best) ? t : best;
         uct_ib_md_mem_dereg(md, memh);
         munmap(p, len);
@@ -95,8 +95,8 @@ static double prefault_fresh(size_t len, unsigned nthreads, int rounds)
     int i;
 
     for (i = 0; i < rounds; ++i) {
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
         if (p == MAP_FAILED) {
             perror("mmap");
             exit(1);
@@ -115,10 +115,12 @@ static double prefault_fresh(size_t len, unsigned nthreads, int rounds)
 
 int main(int argc, char **argv)
 {
-    const char *dev = (argc > 1) && strcmp(argv[1], "-") &&
-                      strcmp(argv[1], "--prefault-only") ? argv[1] : NULL;
-    size_t len      = (size_t)((argc > 2) ? atoi(argv[2]) : 64) << 20;
-    int rounds      = (argc > 3) ? atoi(argv[3]) : 3;
+    const char *dev =
+        (argc > 1) && strcmp(argv[1], "-") && strcmp(argv[1], "--prefault-only")
+            ? argv[1]
+            : NULL;
+    size_t len = (size_t)((argc > 2) ? atoi(argv[2]) : 64) << 20;
+    int rounds = (argc > 3) ? atoi(argv[3]) : 3;
     uct_ib_md_attr_t attr;
     double one, mt, pinned, direct, cached;
     uct_ib_md_t *md;
@@ -130,13 +132,14 @@ int main(int argc, char **argv)
         double p1  = prefault_fresh(len, 1, rounds);
         double pn  = prefault_fresh(len, n, rounds);
         printf("fault in %zu MiB: 1 thread %.1f ms, %u threads %.1f ms, "
-               "ratio %.2fx\n", len >> 20, p1 * 1e3, n, pn * 1e3, p1 / pn);
+               "ratio %.2fx\n",
+               len >> 20, p1 * 1e3, n, pn * 1e3, p1 / pn);
         if ((argc > 1) && !strcmp(argv[1], "--prefault-only")) {
             return 0;
         }
     }
 
-    md  = open_md(dev, "direct", "inf");
+    md     = open_md(dev, "direct", "inf");
     one    = reg_fresh(md, len, rounds, 0);
     pinned = reg_fresh(md, len, rounds, 1);
     uct_ib_md_close(md);
@@ -147,14 +150,14 @@ int main(int argc, char **argv)
     uct_ib_md_close(md);
 
     printf("fresh %zu MiB, direct: 1 thread %.1f ms, %u threads "
-           "(REG_MT_THRESH=1m) %.1f ms, ratio %.2fx\n", len >> 20, one * 1e3,
-           attr.reg_mt_threads, mt * 1e3, one / mt);
+           "(REG_MT_THRESH=1m) %.1f ms, ratio %.2fx\n",
+           len >> 20, one * 1e3, attr.reg_mt_threads, mt * 1e3, one / mt);
     printf("  (the same size with its pages already present: %.1f ms, so "
-           "page faults are %.0f%% of a fresh registration)\n", pinned * 1e3,
-           100.0 * (one - pinned) / one);
+           "page faults are %.0f%% of a fresh registration)\n",
+           pinned * 1e3, 100.0 * (one - pinned) / one);
 
-    p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+             -1, 0);
     memset(p, 1, 1 << 20);
     md     = open_md(dev, "direct", "inf");
     direct = reg_again(md, p, 1 << 20, 50);
@@ -163,7 +166,8 @@ int main(int argc, char **argv)
     cached = reg_again(md, p, 1 << 20, 50);
     uct_ib_md_close(md);
     printf("1 MiB again, 50 times: direct %.1f us, rcache %.2f us, ratio "
-           "%.0fx\n", direct * 1e6, cached * 1e6, direct / cached);
+           "%.0fx\n",
+           direct * 1e6, cached * 1e6, direct / cached);
     munmap(p, 1 << 20);
     return 0;
 }

@@ -58,10 +58,10 @@ BEGIN_C_DECLS
 
 /* ------------------------------------------------------------------ common */
 
-typedef struct uct_ib_md  uct_ib_md_t;   /* opened port + PD */
-typedef struct uct_ib_mem uct_ib_mem_t;  /* registration handle (memh) */
+typedef struct uct_ib_md uct_ib_md_t;   /* opened port + PD */
+typedef struct uct_ib_mem uct_ib_mem_t; /* registration handle (memh) */
 typedef struct uct_rc_iface uct_rc_iface_t;
-typedef struct uct_rc_ep    uct_rc_ep_t;
+typedef struct uct_rc_ep uct_rc_ep_t;
 
 /* Unpacked remote key, as passed to put/get_zcopy (the 32-bit verbs rkey). */
 typedef uint64_t uct_rkey_t;
@@ -74,15 +74,15 @@ typedef void (*uct_completion_callback_t)(uct_completion_t *self);
  * UCS_OK initially; the first failing operation stores its error there. */
 struct uct_completion {
     uct_completion_callback_t func;
-    int                       count;
-    ucs_status_t              status;
+    int count;
+    ucs_status_t status;
 };
 
 /* One piece of local memory: [buffer, buffer+length) inside memh's range.
  * memh may be NULL only when length is 0. */
 typedef struct uct_iov {
-    void         *buffer;
-    size_t       length;
+    void *buffer;
+    size_t length;
     uct_ib_mem_t *memh;
 } uct_iov_t;
 
@@ -105,31 +105,31 @@ typedef enum {
 
 /* Access of a registration (uct_ib_md_mem_reg flags). */
 enum {
-    UCT_IB_MEM_ACCESS_LOCAL_WRITE  = UCS_BIT(0), /* local buffer of a get or
+    UCT_IB_MEM_ACCESS_LOCAL_WRITE = UCS_BIT(0),  /* local buffer of a get or
                                                     of a received message */
     UCT_IB_MEM_ACCESS_REMOTE_WRITE = UCS_BIT(1), /* target of a remote put */
     UCT_IB_MEM_ACCESS_REMOTE_READ  = UCS_BIT(2), /* source of a remote get */
     UCT_IB_MEM_ACCESS_ALL          = UCS_BIT(0) | UCS_BIT(1) | UCS_BIT(2)
 };
 
-#define UCT_IB_DEV_NAME_MAX     64
-#define UCT_IB_RKEY_PACKED_SIZE 8   /* bytes written by uct_ib_md_rkey_pack */
+#define UCT_IB_DEV_NAME_MAX 64
+#define UCT_IB_RKEY_PACKED_SIZE 8 /* bytes written by uct_ib_md_rkey_pack */
 
 typedef struct uct_ib_md_attr {
-    char                dev_name[UCT_IB_DEV_NAME_MAX]; /* e.g. "rxe0" */
-    unsigned            port_num;
-    int                 is_roce;        /* Ethernet link layer */
-    unsigned            gid_index;      /* GID used for addressing */
-    uint8_t             gid[16];
-    uint16_t            lid;            /* IB link layer only */
-    unsigned            active_mtu;     /* bytes */
-    int                 odp_supported;  /* RC ODP (write, read, send, recv) */
-    uct_ib_reg_method_t reg_method;     /* method in use after fallbacks */
+    char dev_name[UCT_IB_DEV_NAME_MAX]; /* e.g. "rxe0" */
+    unsigned port_num;
+    int is_roce;        /* Ethernet link layer */
+    unsigned gid_index; /* GID used for addressing */
+    uint8_t gid[16];
+    uint16_t lid;                   /* IB link layer only */
+    unsigned active_mtu;            /* bytes */
+    int odp_supported;              /* RC ODP (write, read, send, recv) */
+    uct_ib_reg_method_t reg_method; /* method in use after fallbacks */
     uct_ib_fork_state_t fork_state;
-    uint64_t            max_mr_size;
-    size_t              reg_mt_thresh;  /* UCX_IB_REG_MT_THRESH */
-    unsigned            reg_mt_threads; /* threads used above the threshold */
-    size_t              rkey_packed_size; /* UCT_IB_RKEY_PACKED_SIZE */
+    uint64_t max_mr_size;
+    size_t reg_mt_thresh;    /* UCX_IB_REG_MT_THRESH */
+    unsigned reg_mt_threads; /* threads used above the threshold */
+    size_t rkey_packed_size; /* UCT_IB_RKEY_PACKED_SIZE */
 } uct_ib_md_attr_t;
 
 /* Open a verbs port.  dev_spec "dev:port" (e.g. "rxe0:1", port optional,
@@ -180,8 +180,8 @@ const char *uct_ib_reg_method_name(uct_ib_reg_method_t method);
 
 /* Active message handler: data = header bytes followed by the payload,
  * valid only during the call; return UCS_OK (the buffer is reposted). */
-typedef ucs_status_t (*uct_am_callback_t)(void *arg, void *data,
-                                          size_t length, unsigned flags);
+typedef ucs_status_t (*uct_am_callback_t)(void *arg, void *data, size_t length,
+                                          unsigned flags);
 
 #define UCT_AM_ID_MAX 32 /* AM ids are 0 .. UCT_AM_ID_MAX-1 */
 
@@ -190,18 +190,18 @@ typedef struct uct_rc_iface_params {
     unsigned tx_queue_len; /* operations in flight per endpoint (256) */
     unsigned tx_cq_len;    /* operations in flight per iface (4096) */
     unsigned rx_queue_len; /* posted AM receive buffers (256) */
-    size_t   seg_size;     /* largest AM: header + payload (8256) */
+    size_t seg_size;       /* largest AM: header + payload (8256) */
 } uct_rc_iface_params_t;
 
 typedef struct uct_rc_iface_attr {
     unsigned tx_queue_len;
     unsigned tx_cq_len;
     unsigned rx_queue_len;
-    size_t   seg_size;
-    size_t   max_iov;       /* iov entries per put/get (and am_zcopy) */
-    size_t   max_am_header; /* am_zcopy header bytes, and am_short total */
-    size_t   max_zcopy;     /* bytes of one put/get (port max_msg_sz) */
-    size_t   ep_addr_len;   /* UCT_RC_EP_ADDR_SIZE */
+    size_t seg_size;
+    size_t max_iov;       /* iov entries per put/get (and am_zcopy) */
+    size_t max_am_header; /* am_zcopy header bytes, and am_short total */
+    size_t max_zcopy;     /* bytes of one put/get (port max_msg_sz) */
+    size_t ep_addr_len;   /* UCT_RC_EP_ADDR_SIZE */
 } uct_rc_iface_attr_t;
 
 #define UCT_RC_EP_ADDR_SIZE 32 /* bytes of an endpoint address blob */
@@ -250,10 +250,9 @@ ucs_status_t uct_rc_ep_get_zcopy(uct_rc_ep_t *ep, const uct_iov_t *iov,
 
 /* SEND of header (copied, <= max_am_header bytes) followed by the iov list
  * (at most max_iov - 1 entries); header + payload <= seg_size. */
-ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id,
-                                const void *header, unsigned header_length,
-                                const uct_iov_t *iov, size_t iovcnt,
-                                uct_completion_t *comp);
+ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id, const void *header,
+                                unsigned header_length, const uct_iov_t *iov,
+                                size_t iovcnt, uct_completion_t *comp);
 
 /* Small AM copied at once: 8-byte header + payload, total <= max_am_header.
  * Returns UCS_OK (buffer reusable at once), UCS_ERR_NO_RESOURCE or error. */

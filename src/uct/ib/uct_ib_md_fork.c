@@ -30,10 +30,12 @@ ucs_status_t uct_ib_md_fork_init(const uct_ib_md_config_t *config,
     if ((state != UCT_IB_FORK_DISABLED) ||
         (config->fork_init == UCT_IB_FORK_INIT_NO)) {
         uct_ib_debug("fork support: %s",
-                     (state == UCT_IB_FORK_UNNEEDED) ? "unneeded (kernel "
-                     "copies pinned pages on fork)" :
-                     (state == UCT_IB_FORK_ENABLED) ? "enabled" :
-                     "disabled (UCX_IB_FORK_INIT=no)");
+                     (state == UCT_IB_FORK_UNNEEDED)
+                         ? "unneeded (kernel "
+                           "copies pinned pages on fork)"
+                     : (state == UCT_IB_FORK_ENABLED)
+                         ? "enabled"
+                         : "disabled (UCX_IB_FORK_INIT=no)");
         *state_p = state;
         return UCS_OK;
     }
@@ -47,7 +49,8 @@ ucs_status_t uct_ib_md_fork_init(const uct_ib_md_config_t *config,
         uct_ib_error("UCX_IB_FORK_INIT=yes: ibv_fork_init() failed: %s (verbs "
                      "was already in use in this process; set "
                      "RDMAV_FORK_SAFE=1 in the environment or use "
-                     "UCX_IB_FORK_INIT=try)", strerror(ret));
+                     "UCX_IB_FORK_INIT=try)",
+                     strerror(ret));
         return UCS_ERR_INVALID_PARAM;
     }
     uct_ib_diag("ibv_fork_init() failed: %s; continuing without fork support "

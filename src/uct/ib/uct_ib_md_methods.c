@@ -18,16 +18,16 @@ static ucs_status_t uct_ib_rcache_mem_reg(void *context, ucs_rcache_t *rcache,
                                           ucs_rcache_region_t *rregion,
                                           uint16_t flags)
 {
-    uct_ib_rcache_region_t *region = (uct_ib_rcache_region_t*)rregion;
+    uct_ib_rcache_region_t *region = (uct_ib_rcache_region_t *)rregion;
     uct_ib_md_t *md                = context;
-    void *address                  = (void*)rregion->super.start;
-    size_t length = rregion->super.end - rregion->super.start;
+    void *address                  = (void *)rregion->super.start;
+    size_t length                  = rregion->super.end - rregion->super.start;
     unsigned access;
     ucs_status_t status;
     struct ibv_mr *mr;
 
-    access = (rregion->prot & PROT_WRITE) ? UCT_IB_MEM_ACCESS_ALL :
-                                            UCT_IB_MEM_ACCESS_REMOTE_READ;
+    access = (rregion->prot & PROT_WRITE) ? UCT_IB_MEM_ACCESS_ALL
+                                          : UCT_IB_MEM_ACCESS_REMOTE_READ;
     status = uct_ib_md_reg_mr(md, address, length,
                               uct_ib_mem_access_to_verbs(access),
                               flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS, &mr);
@@ -47,7 +47,7 @@ static ucs_status_t uct_ib_rcache_mem_reg(void *context, ucs_rcache_t *rcache,
 static void uct_ib_rcache_mem_dereg(void *context, ucs_rcache_t *rcache,
                                     ucs_rcache_region_t *rregion)
 {
-    uct_ib_rcache_region_t *region = (uct_ib_rcache_region_t*)rregion;
+    uct_ib_rcache_region_t *region = (uct_ib_rcache_region_t *)rregion;
     uct_ib_md_t *md                = context;
     int ret;
 
@@ -62,7 +62,7 @@ static void uct_ib_rcache_dump_region(void *context, ucs_rcache_t *rcache,
                                       ucs_rcache_region_t *rregion, char *buf,
                                       size_t max)
 {
-    uct_ib_rcache_region_t *region = (uct_ib_rcache_region_t*)rregion;
+    uct_ib_rcache_region_t *region = (uct_ib_rcache_region_t *)rregion;
 
     snprintf(buf, max, "lkey 0x%x rkey 0x%x", region->memh.lkey,
              region->memh.rkey);
@@ -71,25 +71,23 @@ static void uct_ib_rcache_dump_region(void *context, ucs_rcache_t *rcache,
 static const ucs_rcache_ops_t uct_ib_rcache_ops = {
     .mem_reg     = uct_ib_rcache_mem_reg,
     .mem_dereg   = uct_ib_rcache_mem_dereg,
-    .dump_region = uct_ib_rcache_dump_region
-};
+    .dump_region = uct_ib_rcache_dump_region};
 
 static ucs_status_t uct_ib_md_rcache_create(uct_ib_md_t *md)
 {
-    size_t page_size = sysconf(_SC_PAGESIZE);
-    ucs_rcache_params_t params = {
-        .region_struct_size = sizeof(uct_ib_rcache_region_t),
-        .alignment          = page_size,
-        .max_alignment      = page_size,
-        .ucm_events         = UCM_EVENT_VM_UNMAPPED,
-        .ucm_event_priority = 1000,
-        .ops                = &uct_ib_rcache_ops,
-        .context            = md,
-        .flags              = 0,
-        .max_regions        = 0,
-        .max_size           = 0,
-        .max_unreleased     = 0
-    };
+    size_t page_size           = sysconf(_SC_PAGESIZE);
+    ucs_rcache_params_t params = {.region_struct_size =
+                                      sizeof(uct_ib_rcache_region_t),
+                                  .alignment          = page_size,
+                                  .max_alignment      = page_size,
+                                  .ucm_events         = UCM_EVENT_VM_UNMAPPED,
+                                  .ucm_event_priority = 1000,
+                                  .ops                = &uct_ib_rcache_ops,
+                                  .context            = md,
+                                  .flags              = 0,
+                                  .max_regions        = 0,
+                                  .max_size           = 0,
+                                  .max_unreleased     = 0};
 
     return ucs_rcache_create(&params, md->name, NULL, &md->rcache);
 }
@@ -106,15 +104,15 @@ static int uct_ib_md_odp_supported(const uct_ib_md_t *md)
 
 ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
 {
-    const char *why = NULL;
+    const char *why            = NULL;
     uct_ib_reg_method_t method = UCT_IB_REG_METHOD_DIRECT;
     ucs_status_t status;
     unsigned i;
 
-    md->attr.odp_supported = uct_ib_md_odp_supported(md);
+    md->attr.odp_supported  = uct_ib_md_odp_supported(md);
     md->attr.reg_mt_threads = md->config.reg_mt_threads;
     if (md->attr.reg_mt_threads == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        long cpus               = sysconf(_SC_NPROCESSORS_ONLN);
         md->attr.reg_mt_threads = (cpus < 1) ? 1 : ucs_min(cpus, 16);
     }
 
@@ -122,7 +120,8 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
         method = md->config.reg_methods[i];
         if (why != NULL) {
             uct_ib_warn("%s: registration method '%s' unavailable (%s); "
-                        "trying '%s'", md->name,
+                        "trying '%s'",
+                        md->name,
                         uct_ib_reg_method_name(md->config.reg_methods[i - 1]),
                         why, uct_ib_reg_method_name(method));
         }
@@ -136,9 +135,9 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
             if (status == UCS_OK) {
                 goto found;
             }
-            why = (status == UCS_ERR_UNSUPPORTED) ?
-                  "memory events are disabled (UCX_MEM_EVENTS=no)" :
-                  "memory events cannot be installed";
+            why = (status == UCS_ERR_UNSUPPORTED)
+                      ? "memory events are disabled (UCX_MEM_EVENTS=no)"
+                      : "memory events cannot be installed";
             break;
         case UCT_IB_REG_METHOD_ODP:
             if (md->attr.odp_supported) {
@@ -154,8 +153,8 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
         }
     }
     uct_ib_error("%s: registration method '%s' unavailable (%s), and it is "
-                 "the last one in UCX_IB_REG_METHODS", md->name,
-                 uct_ib_reg_method_name(method), why);
+                 "the last one in UCX_IB_REG_METHODS",
+                 md->name, uct_ib_reg_method_name(method), why);
     return UCS_ERR_UNSUPPORTED;
 
 found:

@@ -13,8 +13,8 @@
 static ucs_status_t uct_ib_dev_spec_parse(const char *spec, size_t len,
                                           char *name, unsigned *port_p)
 {
-    const char *colon = memchr(spec, ':', len);
-    size_t name_len   = (colon == NULL) ? len : (size_t)(colon - spec);
+    const char *colon  = memchr(spec, ':', len);
+    size_t name_len    = (colon == NULL) ? len : (size_t)(colon - spec);
     unsigned long port = 1;
     char digits[16], *end;
     size_t dlen;
@@ -42,13 +42,13 @@ static ucs_status_t uct_ib_dev_spec_parse(const char *spec, size_t len,
 
 err:
     uct_ib_error("invalid device '%.*s' (expected DEVICE[:PORT], e.g. "
-                 "rxe0:1)", (int)len, spec);
+                 "rxe0:1)",
+                 (int)len, spec);
     return UCS_ERR_INVALID_PARAM;
 }
 
-static ucs_status_t uct_ib_md_open_port(uct_ib_md_t *md,
-                                        struct ibv_device *dev, unsigned port,
-                                        int quiet_port)
+static ucs_status_t uct_ib_md_open_port(uct_ib_md_t *md, struct ibv_device *dev,
+                                        unsigned port, int quiet_port)
 {
     ucs_status_t status;
     int ret;
@@ -119,7 +119,7 @@ static ucs_status_t uct_ib_md_open_list(uct_ib_md_t *md, const char *specs,
 {
     char name[UCT_IB_DEV_NAME_MAX];
     ucs_status_t status = UCS_ERR_NO_DEVICE;
-    const char *p = specs, *end;
+    const char *p       = specs, *end;
     struct ibv_device *dev;
     unsigned port;
     size_t len;
@@ -134,9 +134,9 @@ static ucs_status_t uct_ib_md_open_list(uct_ib_md_t *md, const char *specs,
         dev = uct_ib_dev_find(list, num, name);
         if (dev == NULL) {
             uct_ib_error("%s: device '%s' not found (%d verbs device(s) "
-                         "present%s)", origin, name, num,
-                         (num == 0) ? "; is rdma_rxe or a driver loaded?" :
-                         "");
+                         "present%s)",
+                         origin, name, num,
+                         (num == 0) ? "; is rdma_rxe or a driver loaded?" : "");
             status = UCS_ERR_NO_DEVICE;
         } else {
             status = uct_ib_md_open_port(md, dev, port, 0);
@@ -173,7 +173,8 @@ static ucs_status_t uct_ib_md_open_any(uct_ib_md_t *md,
         }
     }
     uct_ib_error("no verbs device with an active port (%d device(s) "
-                 "present%s)", num,
+                 "present%s)",
+                 num,
                  (num == 0) ? "; is rdma_rxe or an RDMA driver loaded?" : "");
     return UCS_ERR_NO_DEVICE;
 }
@@ -207,7 +208,8 @@ ucs_status_t uct_ib_md_open(const char *dev_spec, uct_ib_md_t **md_p)
     list = ibv_get_device_list(&num);
     if (list == NULL) {
         uct_ib_error("ibv_get_device_list() failed: %s (is the ib_uverbs "
-                     "module loaded?)", strerror(errno));
+                     "module loaded?)",
+                     strerror(errno));
         status = UCS_ERR_NO_DEVICE;
         goto err_free;
     }
@@ -226,7 +228,7 @@ ucs_status_t uct_ib_md_open(const char *dev_spec, uct_ib_md_t **md_p)
 
     md->attr.reg_mt_thresh    = md->config.reg_mt_thresh;
     md->attr.rkey_packed_size = UCT_IB_RKEY_PACKED_SIZE;
-    status = uct_ib_md_methods_setup(md);
+    status                    = uct_ib_md_methods_setup(md);
     if (status != UCS_OK) {
         goto err_close;
     }
@@ -254,8 +256,8 @@ void uct_ib_md_close(uct_ib_md_t *md)
     ret = ibv_dealloc_pd(md->pd);
     if (ret != 0) {
         uct_ib_error("%s: ibv_dealloc_pd() failed: %s (memory still "
-                     "registered, or an interface still open?)", md->name,
-                     strerror(ret));
+                     "registered, or an interface still open?)",
+                     md->name, strerror(ret));
     }
     ibv_close_device(md->ctx);
     free(md);

@@ -10,8 +10,8 @@
 
 static int uct_ib_gid_is_ipv4(const union ibv_gid *gid)
 {
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0xff, 0xff};
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
 
     return memcmp(gid->raw, prefix, sizeof(prefix)) == 0;
 }
@@ -38,15 +38,16 @@ static int uct_ib_gid_score(const struct ibv_gid_entry *entry)
 static ucs_status_t uct_ib_md_gid_select(uct_ib_md_t *md, int gid_index)
 {
     struct ibv_gid_entry entry, best = {0};
-    int score, best_score = 0;
+    int score, best_score            = 0;
     int i, ret;
 
     if (gid_index != UCT_IB_GID_INDEX_AUTO) {
-        ret = ibv_query_gid_ex(md->ctx, md->attr.port_num, gid_index, &entry,
-                               0);
+        ret =
+            ibv_query_gid_ex(md->ctx, md->attr.port_num, gid_index, &entry, 0);
         if ((ret != 0) || uct_ib_gid_is_zero(&entry.gid)) {
             uct_ib_error("%s: UCX_IB_GID_INDEX=%d: no such GID table entry "
-                         "(%s)", md->name, gid_index,
+                         "(%s)",
+                         md->name, gid_index,
                          (ret != 0) ? strerror(ret) : "empty");
             return UCS_ERR_INVALID_PARAM;
         }
@@ -80,8 +81,7 @@ static ucs_status_t uct_ib_md_gid_select(uct_ib_md_t *md, int gid_index)
     return UCS_OK;
 }
 
-ucs_status_t uct_ib_md_port_setup(uct_ib_md_t *md, unsigned port,
-                                  int gid_index)
+ucs_status_t uct_ib_md_port_setup(uct_ib_md_t *md, unsigned port, int gid_index)
 {
     int ret;
 

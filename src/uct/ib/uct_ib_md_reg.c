@@ -29,9 +29,10 @@ int uct_ib_mem_access_to_verbs(unsigned access)
 
 int uct_ib_mem_access_to_prot(unsigned access)
 {
-    return (access & (UCT_IB_MEM_ACCESS_LOCAL_WRITE |
-                      UCT_IB_MEM_ACCESS_REMOTE_WRITE)) ?
-           (PROT_READ | PROT_WRITE) : PROT_READ;
+    return (access &
+            (UCT_IB_MEM_ACCESS_LOCAL_WRITE | UCT_IB_MEM_ACCESS_REMOTE_WRITE))
+               ? (PROT_READ | PROT_WRITE)
+               : PROT_READ;
 }
 
 static ucs_status_t uct_ib_md_mem_reg_rcache(uct_ib_md_t *md, void *address,
@@ -45,13 +46,12 @@ static ucs_status_t uct_ib_md_mem_reg_rcache(uct_ib_md_t *md, void *address,
                             uct_ib_mem_access_to_prot(access), NULL, &rregion);
     if (status == UCS_ERR_INVALID_ADDR) {
         /* say which access the mapping lacks, in the md's terms */
-        return uct_ib_md_reg_diagnose(md, address, length,
-                                      uct_ib_mem_access_to_verbs(access),
-                                      EFAULT);
+        return uct_ib_md_reg_diagnose(
+            md, address, length, uct_ib_mem_access_to_verbs(access), EFAULT);
     } else if (status != UCS_OK) {
         return status;
     }
-    *memh_p = &((uct_ib_rcache_region_t*)rregion)->memh;
+    *memh_p = &((uct_ib_rcache_region_t *)rregion)->memh;
     return UCS_OK;
 }
 
@@ -75,8 +75,8 @@ static ucs_status_t uct_ib_md_mem_reg_mr(uct_ib_md_t *md, void *address,
                         verbs_access | IBV_ACCESS_ON_DEMAND);
         if (mr == NULL) {
             status = uct_ib_md_reg_diagnose(md, address, length,
-                                            verbs_access |
-                                            IBV_ACCESS_ON_DEMAND, errno);
+                                            verbs_access | IBV_ACCESS_ON_DEMAND,
+                                            errno);
             goto err_free;
         }
     } else {
@@ -104,14 +104,17 @@ ucs_status_t uct_ib_md_mem_reg(uct_ib_md_t *md, void *address, size_t length,
                                unsigned access, uct_ib_mem_t **memh_p)
 {
     if ((md == NULL) || (address == NULL) || (memh_p == NULL)) {
-        uct_ib_error("uct_ib_md_mem_reg: NULL %s", (md == NULL) ? "md" :
-                     (address == NULL) ? "address" : "memh_p");
+        uct_ib_error("uct_ib_md_mem_reg: NULL %s", (md == NULL) ? "md"
+                                                   : (address == NULL)
+                                                       ? "address"
+                                                       : "memh_p");
         return UCS_ERR_INVALID_PARAM;
     }
     if ((length == 0) || ((uintptr_t)address + length < (uintptr_t)address)) {
-        uct_ib_error("%s: cannot register %p length %zu: %s", md->name,
-                     address, length, (length == 0) ? "zero length" :
-                     "the range wraps around the address space");
+        uct_ib_error(
+            "%s: cannot register %p length %zu: %s", md->name, address, length,
+            (length == 0) ? "zero length"
+                          : "the range wraps around the address space");
         return UCS_ERR_INVALID_PARAM;
     }
     if (access & ~(unsigned)UCT_IB_MEM_ACCESS_ALL) {
@@ -120,7 +123,8 @@ ucs_status_t uct_ib_md_mem_reg(uct_ib_md_t *md, void *address, size_t length,
     }
     if (length > md->attr.max_mr_size) {
         uct_ib_error("%s: cannot register %zu bytes: the device allows at "
-                     "most %" PRIu64, md->name, length, md->attr.max_mr_size);
+                     "most %" PRIu64,
+                     md->name, length, md->attr.max_mr_size);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 

@@ -32,27 +32,28 @@
 
 typedef struct {
     uintptr_t start;
-    size_t    length;
-    int       advice;
-    int       err;
+    size_t length;
+    int advice;
+    int err;
 } uct_ib_prefault_slice_t;
 
 static void *uct_ib_prefault_thread(void *arg)
 {
     uct_ib_prefault_slice_t *slice = arg;
 
-    slice->err = (madvise((void*)slice->start, slice->length, slice->advice) ==
-                  0) ? 0 : errno;
+    slice->err =
+        (madvise((void *)slice->start, slice->length, slice->advice) == 0)
+            ? 0
+            : errno;
     return NULL;
 }
 
 ucs_status_t uct_ib_md_prefault_mt(void *address, size_t length, int write,
                                    unsigned nthreads)
 {
-    size_t page          = sysconf(_SC_PAGESIZE);
-    uintptr_t start      = (uintptr_t)address & ~(page - 1);
-    uintptr_t end        = ((uintptr_t)address + length + page - 1) &
-                           ~(page - 1);
+    size_t page     = sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)address & ~(page - 1);
+    uintptr_t end   = ((uintptr_t)address + length + page - 1) & ~(page - 1);
     size_t slice_len;
     uct_ib_prefault_slice_t slices[16];
     pthread_t threads[16];
@@ -70,9 +71,9 @@ ucs_status_t uct_ib_md_prefault_mt(void *address, size_t length, int write,
     /* slice 0 in this thread, the others in helpers */
     for (i = 1; i < nthreads; ++i) {
         if (slices[i].length != 0) {
-            started[i] = pthread_create(&threads[i], NULL,
-                                        uct_ib_prefault_thread,
-                                        &slices[i]) == 0;
+            started[i] =
+                pthread_create(&threads[i], NULL, uct_ib_prefault_thread,
+                               &slices[i]) == 0;
         }
     }
     uct_ib_prefault_thread(&slices[0]);
@@ -97,14 +98,13 @@ ucs_status_t uct_ib_md_reg_mr(uct_ib_md_t *md, void *address, size_t length,
                               int verbs_access, int silent,
                               struct ibv_mr **mr_p)
 {
-    int write = !!(verbs_access & (IBV_ACCESS_LOCAL_WRITE |
-                                   IBV_ACCESS_REMOTE_WRITE));
+    int write =
+        !!(verbs_access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
     ucs_status_t status;
     struct ibv_mr *mr;
     int err;
 
-    if ((length >= md->config.reg_mt_thresh) &&
-        (md->attr.reg_mt_threads > 1)) {
+    if ((length >= md->config.reg_mt_thresh) && (md->attr.reg_mt_threads > 1)) {
         status = uct_ib_md_prefault_mt(address, length, write,
                                        md->attr.reg_mt_threads);
         uct_ib_debug("%s: prefault of %p length %zu with %u threads: %s",
@@ -146,8 +146,8 @@ static int uct_ib_has_cap_ipc_lock(void)
 
 typedef struct {
     uintptr_t cur, end;
-    int       prot;    /* intersection of the protections seen */
-    int       hole;
+    int prot; /* intersection of the protections seen */
+    int hole;
 } uct_ib_maps_walk_t;
 
 static int uct_ib_maps_walk_cb(void *arg, void *addr, size_t length, int prot,
@@ -164,15 +164,15 @@ static int uct_ib_maps_walk_cb(void *arg, void *addr, size_t length, int prot,
         return 1;
     }
     walk->prot &= prot;
-    walk->cur   = end;
+    walk->cur = end;
     return walk->cur >= walk->end;
 }
 
 ucs_status_t uct_ib_md_reg_diagnose(const uct_ib_md_t *md, void *address,
                                     size_t length, int verbs_access, int err)
 {
-    int need_write = !!(verbs_access & (IBV_ACCESS_LOCAL_WRITE |
-                                        IBV_ACCESS_REMOTE_WRITE));
+    int need_write =
+        !!(verbs_access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
     uct_ib_maps_walk_t walk;
     struct rlimit rl;
 
@@ -183,15 +183,17 @@ ucs_status_t uct_ib_md_reg_diagnose(const uct_ib_md_t *md, void *address,
                          "memory limit RLIMIT_MEMLOCK is %llu KiB (hard %s%llu "
                          "KiB) and the process lacks CAP_IPC_LOCK: raise it "
                          "(ulimit -l unlimited, limits.conf memlock, systemd "
-                         "LimitMEMLOCK=)", md->name, address, length,
-                         strerror(err), (unsigned long long)rl.rlim_cur / 1024,
+                         "LimitMEMLOCK=)",
+                         md->name, address, length, strerror(err),
+                         (unsigned long long)rl.rlim_cur / 1024,
                          (rl.rlim_max == RLIM_INFINITY) ? "unlimited, " : "",
-                         (rl.rlim_max == RLIM_INFINITY) ? 0ull :
-                         (unsigned long long)rl.rlim_max / 1024);
+                         (rl.rlim_max == RLIM_INFINITY)
+                             ? 0ull
+                             : (unsigned long long)rl.rlim_max / 1024);
             return UCS_ERR_EXCEEDS_LIMIT;
         }
-        uct_ib_error("%s: cannot register %p length %zu: %s", md->name,
-                     address, length, strerror(err));
+        uct_ib_error("%s: cannot register %p length %zu: %s", md->name, address,
+                     length, strerror(err));
         return UCS_ERR_NO_MEMORY;
     }
 
@@ -203,24 +205,27 @@ ucs_status_t uct_ib_md_reg_diagnose(const uct_ib_md_t *md, void *address,
         ucm_parse_proc_self_maps(uct_ib_maps_walk_cb, &walk);
         if (walk.hole || (walk.cur < walk.end)) {
             uct_ib_error("%s: cannot register %p length %zu: address 0x%lx is "
-                         "not mapped", md->name, address, length,
-                         (unsigned long)walk.cur);
+                         "not mapped",
+                         md->name, address, length, (unsigned long)walk.cur);
             return UCS_ERR_INVALID_ADDR;
         }
         if ((need_write && !(walk.prot & PROT_WRITE)) ||
             !(walk.prot & PROT_READ)) {
             uct_ib_error("%s: cannot register %p length %zu for %s: the "
-                         "mapping allows only %s%s", md->name, address,
-                         length, (verbs_access & IBV_ACCESS_REMOTE_WRITE) ?
-                         "remote write" : need_write ? "local write" : "read",
+                         "mapping allows only %s%s",
+                         md->name, address, length,
+                         (verbs_access & IBV_ACCESS_REMOTE_WRITE)
+                             ? "remote write"
+                         : need_write ? "local write"
+                                      : "read",
                          (walk.prot & PROT_READ) ? "read" : "no access",
                          (walk.prot & PROT_WRITE) ? "/write" : "");
             return UCS_ERR_INVALID_ADDR;
         }
         if (verbs_access & IBV_ACCESS_ON_DEMAND) {
             uct_ib_error("%s: on-demand paging registration of %p length %zu "
-                         "rejected: %s", md->name, address, length,
-                         strerror(err));
+                         "rejected: %s",
+                         md->name, address, length, strerror(err));
             return UCS_ERR_UNSUPPORTED;
         }
     }

@@ -26,19 +26,20 @@ ucs_status_t uct_ib_md_rkey_pack(uct_ib_md_t *md, const uct_ib_mem_t *memh,
                                  void *buf)
 {
     if ((md == NULL) || (memh == NULL) || (buf == NULL)) {
-        uct_ib_error("uct_ib_md_rkey_pack: NULL %s", (md == NULL) ? "md" :
-                     (memh == NULL) ? "memh" : "buf");
+        uct_ib_error("uct_ib_md_rkey_pack: NULL %s", (md == NULL)     ? "md"
+                                                     : (memh == NULL) ? "memh"
+                                                                      : "buf");
         return UCS_ERR_INVALID_PARAM;
     }
-    if (!(memh->access & (UCT_IB_MEM_ACCESS_REMOTE_WRITE |
-                          UCT_IB_MEM_ACCESS_REMOTE_READ))) {
+    if (!(memh->access &
+          (UCT_IB_MEM_ACCESS_REMOTE_WRITE | UCT_IB_MEM_ACCESS_REMOTE_READ))) {
         uct_ib_error("%s: memory %p was registered without remote access: "
-                     "its rkey would be refused by the peer", md->name,
-                     memh->address);
+                     "its rkey would be refused by the peer",
+                     md->name, memh->address);
         return UCS_ERR_INVALID_PARAM;
     }
     uct_ib_put_le32(buf, memh->rkey);
-    uct_ib_put_le32((uint8_t*)buf + 4, (UCT_IB_RKEY_TAG << 16) | 1);
+    uct_ib_put_le32((uint8_t *)buf + 4, (UCT_IB_RKEY_TAG << 16) | 1);
     return UCS_OK;
 }
 
@@ -51,10 +52,11 @@ ucs_status_t uct_ib_rkey_unpack(const void *buf, uct_rkey_t *rkey_p)
                      (buf == NULL) ? "buf" : "rkey_p");
         return UCS_ERR_INVALID_PARAM;
     }
-    tag = uct_ib_get_le32((const uint8_t*)buf + 4);
+    tag = uct_ib_get_le32((const uint8_t *)buf + 4);
     if (tag != ((UCT_IB_RKEY_TAG << 16) | 1)) {
         uct_ib_error("uct_ib_rkey_unpack: not a packed uct_ib rkey (tag "
-                     "0x%08x)", tag);
+                     "0x%08x)",
+                     tag);
         return UCS_ERR_INVALID_PARAM;
     }
     *rkey_p = uct_ib_get_le32(buf);

@@ -9,17 +9,17 @@
 #include <string.h>
 #include <time.h>
 
-#define UCT_RC_ADDR_MAGIC   0x5243u /* "RC" */
+#define UCT_RC_ADDR_MAGIC 0x5243u /* "RC" */
 #define UCT_RC_ADDR_VERSION 1
 
 /* Address blob layout (UCT_RC_EP_ADDR_SIZE bytes, little endian):
  * 0 magic u16 | 2 version u8 | 3 path MTU (enum ibv_mtu) u8 | 4 QP number
  * u32 | 8 LID u16 | 10 is_roce u8 | 11 zero | 12 GID [16] | 28 zero u32 */
 typedef struct {
-    unsigned      mtu;
-    uint32_t      qpn;
-    uint16_t      lid;
-    int           is_roce;
+    unsigned mtu;
+    uint32_t qpn;
+    uint16_t lid;
+    int is_roce;
     union ibv_gid gid;
 } uct_rc_ep_addr_t;
 
@@ -71,7 +71,8 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
     ep->qp                = ibv_create_qp(iface->md->pd, &init);
     if (ep->qp == NULL) {
         uct_ib_error("%s: ibv_create_qp(RC, %u send WRs, %zu SGEs) failed: "
-                     "%s", iface->md->name, iface->config.tx_queue_len,
+                     "%s",
+                     iface->md->name, iface->config.tx_queue_len,
                      iface->max_iov, strerror(errno));
         free(ep);
         return UCS_ERR_IO_ERROR;
@@ -83,8 +84,9 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
     attr.port_num        = iface->md->attr.port_num;
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ;
-    ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    ret = ibv_modify_qp(ep->qp, &attr,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                            IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
         uct_ib_error("%s: QP 0x%x to INIT failed: %s", iface->md->name,
                      ep->qp->qp_num, strerror(ret));
@@ -132,8 +134,8 @@ static ucs_status_t uct_rc_ep_addr_unpack(const void *buf,
         (p[2] != UCT_RC_ADDR_VERSION) || (p[3] < IBV_MTU_256) ||
         (p[3] > IBV_MTU_4096) || (p[10] > 1)) {
         uct_ib_error("uct_rc_ep_connect_to_ep: not an RC endpoint address "
-                     "(magic 0x%04x version %u)", (unsigned)uct_rc_get_le(p, 2),
-                     p[2]);
+                     "(magic 0x%04x version %u)",
+                     (unsigned)uct_rc_get_le(p, 2), p[2]);
         return UCS_ERR_INVALID_PARAM;
     }
     addr->mtu     = p[3];
@@ -193,12 +195,13 @@ ucs_status_t uct_rc_ep_connect_to_ep(uct_rc_ep_t *ep, const void *remote_addr)
     } else {
         attr.ah_attr.dlid = addr.lid;
     }
-    ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE | IBV_QP_AV |
-                        IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    ret = ibv_modify_qp(ep->qp, &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                            IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (ret != 0) {
-        uct_ib_error("%s: QP 0x%x to RTR (peer QP 0x%x) failed: %s",
-                     md->name, ep->qp->qp_num, addr.qpn, strerror(ret));
+        uct_ib_error("%s: QP 0x%x to RTR (peer QP 0x%x) failed: %s", md->name,
+                     ep->qp->qp_num, addr.qpn, strerror(ret));
         return UCS_ERR_UNREACHABLE;
     }
 
@@ -209,12 +212,13 @@ ucs_status_t uct_rc_ep_connect_to_ep(uct_rc_ep_t *ep, const void *remote_addr)
     attr.rnr_retry     = iface->config.rnr_retry;
     attr.sq_psn        = 0;
     attr.max_rd_atomic = iface->max_rd_atomic;
-    ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                        IBV_QP_MAX_QP_RD_ATOMIC);
+    ret                = ibv_modify_qp(ep->qp, &attr,
+                                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                           IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                           IBV_QP_MAX_QP_RD_ATOMIC);
     if (ret != 0) {
-        uct_ib_error("%s: QP 0x%x to RTS failed: %s", md->name,
-                     ep->qp->qp_num, strerror(ret));
+        uct_ib_error("%s: QP 0x%x to RTS failed: %s", md->name, ep->qp->qp_num,
+                     strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
     ep->connected = 1;
@@ -236,9 +240,9 @@ static const char *uct_rc_opcode_name(uint8_t opcode)
 void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
                             const struct ibv_wc *wc)
 {
-    uct_rc_iface_t *iface   = ep->iface;
-    uct_completion_t *comp  = desc->comp;
-    ucs_status_t status     = uct_rc_wc_status(wc->status);
+    uct_rc_iface_t *iface  = ep->iface;
+    uct_completion_t *comp = desc->comp;
+    ucs_status_t status    = uct_rc_wc_status(wc->status);
     ucs_list_link_t done;
     uct_rc_flush_req_t *req;
     ucs_status_t ep_status;
@@ -358,8 +362,8 @@ void uct_rc_ep_destroy(uct_rc_ep_t *ep)
         }
         if (orphans != 0) {
             uct_ib_error("%s: QP 0x%x destroyed with %u operation(s) not "
-                         "flushed by the device", iface->md->name,
-                         ep->qp->qp_num, orphans);
+                         "flushed by the device",
+                         iface->md->name, ep->qp->qp_num, orphans);
         }
     }
     while (!ucs_list_is_empty(&ep->flush_reqs)) {

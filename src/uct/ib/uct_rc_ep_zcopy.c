@@ -58,15 +58,16 @@ static ucs_status_t uct_rc_iov_to_sge(uct_rc_ep_t *ep, const char *op,
             (start < (uintptr_t)memh->address) ||
             (end > (uintptr_t)memh->address + memh->length)) {
             uct_ib_error("%s: iov[%zu] %p length %zu is %s", op, i,
-                         iov[i].buffer, iov[i].length, (memh == NULL) ?
-                         "without a memory handle" :
-                         "outside its memory handle's range");
+                         iov[i].buffer, iov[i].length,
+                         (memh == NULL) ? "without a memory handle"
+                                        : "outside its memory handle's range");
             return UCS_ERR_INVALID_PARAM;
         }
         if (need_write && !(memh->access & (UCT_IB_MEM_ACCESS_LOCAL_WRITE |
                                             UCT_IB_MEM_ACCESS_REMOTE_WRITE))) {
             uct_ib_error("%s: iov[%zu] %p was registered without local write "
-                         "access", op, i, iov[i].buffer);
+                         "access",
+                         op, i, iov[i].buffer);
             return UCS_ERR_INVALID_PARAM;
         }
         sge[num].addr   = start;
@@ -93,13 +94,13 @@ static ucs_status_t uct_rc_ep_post(uct_rc_ep_t *ep, struct ibv_send_wr *wr,
     struct ibv_send_wr *bad;
     int ret;
 
-    desc->ep     = ep;
-    desc->comp   = comp;
-    desc->opcode = wr->opcode;
-    wr->wr_id    = index;
-    wr->next     = NULL;
+    desc->ep       = ep;
+    desc->comp     = comp;
+    desc->opcode   = wr->opcode;
+    wr->wr_id      = index;
+    wr->next       = NULL;
     wr->send_flags = IBV_SEND_SIGNALED;
-    ret = ibv_post_send(ep->qp, wr, &bad);
+    ret            = ibv_post_send(ep->qp, wr, &bad);
     if (ucs_unlikely(ret != 0)) {
         uct_rc_iface_desc_put(iface, index);
         uct_ib_error("%s: ibv_post_send() on QP 0x%x failed: %s",
@@ -157,10 +158,9 @@ ucs_status_t uct_rc_ep_get_zcopy(uct_rc_ep_t *ep, const uct_iov_t *iov,
                           remote_addr, rkey, comp);
 }
 
-ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id,
-                                const void *header, unsigned header_length,
-                                const uct_iov_t *iov, size_t iovcnt,
-                                uct_completion_t *comp)
+ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id, const void *header,
+                                unsigned header_length, const uct_iov_t *iov,
+                                size_t iovcnt, uct_completion_t *comp)
 {
     struct ibv_sge sge[UCT_RC_MAX_IOV];
     uct_rc_iface_t *iface;
@@ -177,19 +177,20 @@ ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id,
     iface = ep->iface;
     if ((id >= UCT_AM_ID_MAX) || (header_length > UCT_RC_AM_HDR_MAX) ||
         ((header == NULL) && (header_length != 0))) {
-        uct_ib_error("am_zcopy: %s", (id >= UCT_AM_ID_MAX) ?
-                     "AM id out of range" : "bad header");
+        uct_ib_error("am_zcopy: %s", (id >= UCT_AM_ID_MAX)
+                                         ? "AM id out of range"
+                                         : "bad header");
         return UCS_ERR_INVALID_PARAM;
     }
-    status = uct_rc_iov_to_sge(ep, "am_zcopy", iov, iovcnt,
-                               iface->max_iov - 1, 0, sge + 1, &num, &total);
+    status = uct_rc_iov_to_sge(ep, "am_zcopy", iov, iovcnt, iface->max_iov - 1,
+                               0, sge + 1, &num, &total);
     if (status != UCS_OK) {
         return status;
     }
     if (total + header_length > iface->config.seg_size) {
         uct_ib_error("am_zcopy: %u header + %zu payload bytes exceed the "
-                     "segment size %zu", header_length, total,
-                     iface->config.seg_size);
+                     "segment size %zu",
+                     header_length, total, iface->config.seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
     index = uct_rc_iface_desc_get(iface);
@@ -197,8 +198,8 @@ ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id,
     if (header_length != 0) {
         memcpy(iface->tx_hdrs + (size_t)index * UCT_RC_AM_HDR_MAX, header,
                header_length);
-        sge[0].addr   = (uintptr_t)iface->tx_hdrs +
-                        (size_t)index * UCT_RC_AM_HDR_MAX;
+        sge[0].addr =
+            (uintptr_t)iface->tx_hdrs + (size_t)index * UCT_RC_AM_HDR_MAX;
         sge[0].length = header_length;
         sge[0].lkey   = iface->tx_hdr_mr->lkey;
         wr.sg_list    = sge;
@@ -229,8 +230,9 @@ ucs_status_t uct_rc_ep_am_short(uct_rc_ep_t *ep, uint8_t id, uint64_t header,
     iface = ep->iface;
     if ((id >= UCT_AM_ID_MAX) || (length > UCT_RC_AM_HDR_MAX - 8) ||
         ((payload == NULL) && (length != 0))) {
-        uct_ib_error("am_short: %s", (id >= UCT_AM_ID_MAX) ?
-                     "AM id out of range" : "bad payload (at most 120 bytes)");
+        uct_ib_error("am_short: %s", (id >= UCT_AM_ID_MAX)
+                                         ? "AM id out of range"
+                                         : "bad payload (at most 120 bytes)");
         return UCS_ERR_INVALID_PARAM;
     }
     index = uct_rc_iface_desc_get(iface);

@@ -21,7 +21,8 @@ static ucs_status_t uct_rc_iface_check(uct_rc_iface_t *iface)
     const struct ibv_device_attr *dev = &iface->md->dev_attr.orig_attr;
     const uct_rc_config_t *cfg        = &iface->config;
 
-    if ((cfg->tx_queue_len == 0) || (cfg->tx_queue_len > (unsigned)dev->max_qp_wr)) {
+    if ((cfg->tx_queue_len == 0) ||
+        (cfg->tx_queue_len > (unsigned)dev->max_qp_wr)) {
         uct_ib_error("%s: tx queue length %u out of range (1-%d)",
                      iface->md->name, cfg->tx_queue_len, dev->max_qp_wr);
         return UCS_ERR_INVALID_PARAM;
@@ -35,8 +36,9 @@ static ucs_status_t uct_rc_iface_check(uct_rc_iface_t *iface)
     if ((cfg->tx_cq_len == 0) ||
         (cfg->tx_cq_len + cfg->rx_queue_len > (unsigned)dev->max_cqe)) {
         uct_ib_error("%s: tx cq length %u + rx queue length %u out of range "
-                     "(the device allows %d completions)", iface->md->name,
-                     cfg->tx_cq_len, cfg->rx_queue_len, dev->max_cqe);
+                     "(the device allows %d completions)",
+                     iface->md->name, cfg->tx_cq_len, cfg->rx_queue_len,
+                     dev->max_cqe);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((cfg->seg_size < UCT_RC_AM_HDR_MAX) || (cfg->seg_size > (1ul << 30))) {
@@ -52,11 +54,10 @@ static ucs_status_t uct_rc_iface_tx_init(uct_rc_iface_t *iface)
     unsigned n = iface->config.tx_cq_len, i;
 
     iface->tx_descs = calloc(n, sizeof(*iface->tx_descs));
-    iface->tx_hdrs  = aligned_alloc(4096, ((size_t)n * UCT_RC_AM_HDR_MAX +
-                                           4095) & ~4095ul);
+    iface->tx_hdrs =
+        aligned_alloc(4096, ((size_t)n * UCT_RC_AM_HDR_MAX + 4095) & ~4095ul);
     if ((iface->tx_descs == NULL) || (iface->tx_hdrs == NULL)) {
-        uct_ib_error("%s: no memory for %u tx descriptors", iface->md->name,
-                     n);
+        uct_ib_error("%s: no memory for %u tx descriptors", iface->md->name, n);
         return UCS_ERR_NO_MEMORY;
     }
     iface->tx_hdr_mr = ibv_reg_mr(iface->md->pd, iface->tx_hdrs,
@@ -86,8 +87,8 @@ static ucs_status_t uct_rc_iface_rx_init(uct_rc_iface_t *iface)
                      iface->md->name, size);
         return UCS_ERR_NO_MEMORY;
     }
-    iface->rx_mr = ibv_reg_mr(iface->md->pd, iface->rx_bufs, size,
-                              IBV_ACCESS_LOCAL_WRITE);
+    iface->rx_mr =
+        ibv_reg_mr(iface->md->pd, iface->rx_bufs, size, IBV_ACCESS_LOCAL_WRITE);
     if (iface->rx_mr == NULL) {
         return uct_ib_md_reg_diagnose(iface->md, iface->rx_bufs, size,
                                       IBV_ACCESS_LOCAL_WRITE, errno);
@@ -102,8 +103,8 @@ static ucs_status_t uct_rc_iface_rx_init(uct_rc_iface_t *iface)
         return UCS_ERR_IO_ERROR;
     }
     for (i = 0; i < iface->config.rx_queue_len; ++i) {
-        iface->rx_free[i] = (uintptr_t)iface->rx_bufs +
-                            (size_t)i * iface->config.seg_size;
+        iface->rx_free[i] =
+            (uintptr_t)iface->rx_bufs + (size_t)i * iface->config.seg_size;
     }
     iface->rx_nfree = iface->config.rx_queue_len;
     uct_rc_iface_post_recvs(iface);
@@ -155,12 +156,12 @@ ucs_status_t uct_rc_iface_open(uct_ib_md_t *md,
         goto err;
     }
     if (params != NULL) {
-        iface->config.tx_queue_len = uct_rc_param(params->tx_queue_len,
-                                                  iface->config.tx_queue_len);
-        iface->config.tx_cq_len    = uct_rc_param(params->tx_cq_len,
-                                                  iface->config.tx_cq_len);
-        iface->config.rx_queue_len = uct_rc_param(params->rx_queue_len,
-                                                  iface->config.rx_queue_len);
+        iface->config.tx_queue_len =
+            uct_rc_param(params->tx_queue_len, iface->config.tx_queue_len);
+        iface->config.tx_cq_len =
+            uct_rc_param(params->tx_cq_len, iface->config.tx_cq_len);
+        iface->config.rx_queue_len =
+            uct_rc_param(params->rx_queue_len, iface->config.rx_queue_len);
         if (params->seg_size != 0) {
             iface->config.seg_size = params->seg_size;
         }
@@ -169,14 +170,14 @@ ucs_status_t uct_rc_iface_open(uct_ib_md_t *md,
     if (status != UCS_OK) {
         goto err;
     }
-    dev                  = &md->dev_attr.orig_attr;
-    iface->max_iov       = ucs_min((size_t)ucs_min(dev->max_sge,
-                                                   dev->max_sge_rd),
-                                   (size_t)UCT_RC_MAX_IOV);
+    dev            = &md->dev_attr.orig_attr;
+    iface->max_iov = ucs_min((size_t)ucs_min(dev->max_sge, dev->max_sge_rd),
+                             (size_t)UCT_RC_MAX_IOV);
     iface->max_rd_atomic = ucs_min(dev->max_qp_rd_atom, 16);
 
-    iface->cq = ibv_create_cq(md->ctx, iface->config.tx_cq_len +
-                              iface->config.rx_queue_len, NULL, NULL, 0);
+    iface->cq = ibv_create_cq(
+        md->ctx, iface->config.tx_cq_len + iface->config.rx_queue_len, NULL,
+        NULL, 0);
     if (iface->cq == NULL) {
         uct_ib_error("%s: ibv_create_cq() failed: %s", md->name,
                      strerror(errno));
@@ -206,7 +207,8 @@ void uct_rc_iface_close(uct_rc_iface_t *iface)
     }
     if (iface->num_eps != 0) {
         uct_ib_error("%s: RC interface closed with %u endpoint(s) left: "
-                     "leaking it", iface->md->name, iface->num_eps);
+                     "leaking it",
+                     iface->md->name, iface->num_eps);
         return;
     }
     uct_rc_iface_cleanup(iface);
@@ -236,8 +238,8 @@ ucs_status_t uct_rc_iface_set_am_handler(uct_rc_iface_t *iface, uint8_t id,
                                          uct_am_callback_t cb, void *arg)
 {
     if ((iface == NULL) || (id >= UCT_AM_ID_MAX)) {
-        uct_ib_error("uct_rc_iface_set_am_handler: %s", (iface == NULL) ?
-                     "NULL iface" : "AM id out of range");
+        uct_ib_error("uct_rc_iface_set_am_handler: %s",
+                     (iface == NULL) ? "NULL iface" : "AM id out of range");
         return UCS_ERR_INVALID_PARAM;
     }
     iface->am[id].cb  = cb;
@@ -265,8 +267,8 @@ void uct_rc_iface_post_recvs(uct_rc_iface_t *iface)
         }
         ret = ibv_post_srq_recv(iface->srq, wr, &bad);
         if (ret != 0) {
-            uct_ib_error("%s: ibv_post_srq_recv() failed: %s",
-                         iface->md->name, strerror(ret));
+            uct_ib_error("%s: ibv_post_srq_recv() failed: %s", iface->md->name,
+                         strerror(ret));
             iface->rx_nfree -= bad - wr;
             return;
         }
@@ -317,7 +319,7 @@ ucs_status_t uct_rc_wc_status(enum ibv_wc_status status)
 static void uct_rc_iface_rx_completed(uct_rc_iface_t *iface,
                                       const struct ibv_wc *wc)
 {
-    void *data = (void*)(uintptr_t)(wc->wr_id & ~UCT_RC_WR_ID_RX);
+    void *data = (void *)(uintptr_t)(wc->wr_id & ~UCT_RC_WR_ID_RX);
     uct_rc_am_entry_t *am;
     uint32_t id;
 
@@ -332,7 +334,8 @@ static void uct_rc_iface_rx_completed(uct_rc_iface_t *iface,
     if (!(wc->wc_flags & IBV_WC_WITH_IMM) || (id >= UCT_AM_ID_MAX) ||
         (iface->am[id].cb == NULL)) {
         uct_ib_warn("%s: dropped a message of %u bytes for AM id %u: no "
-                    "handler", iface->md->name, wc->byte_len, id);
+                    "handler",
+                    iface->md->name, wc->byte_len, id);
         return;
     }
     am = &iface->am[id];
