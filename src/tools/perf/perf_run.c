@@ -79,9 +79,13 @@ static ucs_status_t perf_wait_slot(perf_ctx_t *ctx, perf_slot_t *slot)
     return ctx->error;
 }
 
+static void perf_flush_done(uct_completion_t *self)
+{
+}
+
 static ucs_status_t perf_flush(perf_ctx_t *ctx)
 {
-    uct_completion_t comp = {NULL, 1, UCS_OK};
+    uct_completion_t comp = {perf_flush_done, 1, UCS_OK};
     perf_wait_t w         = PERF_WAIT_INIT;
     ucs_status_t status;
     unsigned i;
