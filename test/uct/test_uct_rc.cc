@@ -4,7 +4,10 @@
  */
 #include "uct_fixture.h"
 
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <sys/mman.h>
 
 using namespace uct_test;
@@ -350,4 +353,93 @@ TEST_F(uct_rc, peer_gone_times_out_instead_of_hanging)
     uct_rc_ep_destroy(ep);
     uct_rc_iface_close(iface);
     dereg(memh);
+}
+
+/* Registrations above UCX_IB_REG_MT_THRESH (pages faulted in by several
+ * threads first) carry working keys over their whole range. */
+class uct_rc_mt_reg : public rc_test {
+    scoped_env m_thresh{"UCX_IB_REG_MT_THRESH", "1m"};
+    scoped_env m_threads{"UCX_IB_REG_MT_THREADS", "4"};
+    scoped_env m_methods{"UCX_IB_REG_METHODS", "direct"};
+};
+
+TEST_F(uct_rc_mt_reg, large_fresh_buffer_moves_data_end_to_end)
+{
+    uct_ib_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    ASSERT_EQ(1u << 20, attr.reg_mt_thresh);
+    ASSERT_EQ(4u, attr.reg_mt_threads);
+    const size_t len = 4u << 20;
+    mapping src(len), dst(len); /* never touched before registration */
+    uct_ib_mem_t *sm = reg(src.ptr, len), *dm = reg(dst.ptr, len);
+    ASSERT_NE(nullptr, sm);
+    ASSERT_NE(nullptr, dm);
+    fill(src.ptr, len, 77);
+    /* first and last page of the range, then the whole of it */
+    const size_t edge = 4096;
+    ASSERT_EQ(UCS_OK, put(m_ep[0], src.ptr, edge, sm, dst.ptr, dm));
+    ASSERT_EQ(UCS_OK, put(m_ep[0], (uint8_t*)src.ptr + len - edge, edge, sm,
+                          (uint8_t*)dst.ptr + len - edge, dm));
+    std::string why;
+    EXPECT_TRUE(check(dst.ptr, edge, 77, &why)) << why;
+    ASSERT_EQ(UCS_OK, put(m_ep[0], src.ptr, len, sm, dst.ptr, dm));
+    EXPECT_TRUE(check(dst.ptr, len, 77, &why)) << why;
+    dereg(sm);
+    dereg(dm);
+
+    /* the prefault does not hide a protection error */
+    mapping ro(len, PROT_READ);
+    uct_ib_mem_t *memh = nullptr;
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ib_md_mem_reg(m_md, ro.ptr, len,
+                                UCT_IB_MEM_ACCESS_REMOTE_WRITE, &memh));
+}
+
+/* The md is thread-safe: threads registering and releasing overlapping and
+ * private ranges through the cache, then every key is used. */
+TEST_F(uct_rc, concurrent_registrations_from_threads)
+{
+    const unsigned nthreads = 4, iters = 200;
+    const size_t len        = 64 * 1024;
+    mapping shared(len * 2);
+    std::vector<std::unique_ptr<mapping>> own;
+    for (unsigned i = 0; i < nthreads; ++i) {
+        own.emplace_back(new mapping(len));
+    }
+    std::atomic<unsigned> failures{0};
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < nthreads; ++t) {
+        threads.emplace_back([&, t]() {
+            for (unsigned i = 0; i < iters; ++i) {
+                uct_ib_mem_t *a, *b;
+                uint8_t *s = (uint8_t*)shared.ptr + ((i + t) % 16) * 4096;
+                if (uct_ib_md_mem_reg(m_md, s, len, UCT_IB_MEM_ACCESS_ALL,
+                                      &a) != UCS_OK) {
+                    ++failures;
+                    continue;
+                }
+                if (uct_ib_md_mem_reg(m_md, own[t]->ptr, len,
+                                      UCT_IB_MEM_ACCESS_ALL, &b) != UCS_OK) {
+                    ++failures;
+                } else {
+                    uct_ib_md_mem_dereg(m_md, b);
+                }
+                uct_ib_md_mem_dereg(m_md, a);
+            }
+        });
+    }
+    for (auto &th : threads) {
+        th.join();
+    }
+    EXPECT_EQ(0u, failures.load());
+    /* keys handed out now work */
+    for (unsigned t = 0; t < nthreads; ++t) {
+        uct_ib_mem_t *sm = reg(own[t]->ptr, len), *dm = reg(shared.ptr, len);
+        fill(own[t]->ptr, len, 50 + t);
+        ASSERT_EQ(UCS_OK, put(m_ep[0], own[t]->ptr, len, sm, shared.ptr, dm));
+        std::string why;
+        EXPECT_TRUE(check(shared.ptr, len, 50 + t, &why)) << why;
+        dereg(sm);
+        dereg(dm);
+    }
 }

@@ -6,10 +6,18 @@
  */
 #include "uct_ib_int.h"
 
+#include "config.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/memcheck.h>
+#define UCT_RC_MEM_DEFINED(_p, _len) VALGRIND_MAKE_MEM_DEFINED(_p, _len)
+#else
+#define UCT_RC_MEM_DEFINED(_p, _len) ((void)0)
+#endif
 
 static unsigned uct_rc_param(unsigned param, unsigned config)
 {
@@ -339,6 +347,8 @@ static void uct_rc_iface_rx_completed(uct_rc_iface_t *iface,
         return;
     }
     am = &iface->am[id];
+    /* written by the device: memcheck cannot see it */
+    UCT_RC_MEM_DEFINED(data, wc->byte_len);
     am->cb(am->arg, data, wc->byte_len, 0);
 }
 
