@@ -443,3 +443,22 @@ TEST_F(uct_rc, concurrent_registrations_from_threads)
         dereg(dm);
     }
 }
+
+TEST_F(uct_rc, completion_without_callback_is_polled)
+{
+    mapping src(4096), dst(4096);
+    uct_ib_mem_t *sm = reg(src.ptr, 4096), *dm = reg(dst.ptr, 4096);
+    fill(src.ptr, 4096, 12);
+    uct_iov_t iov         = {src.ptr, 4096, sm};
+    uct_completion_t comp = {nullptr, 2, UCS_OK}; /* put + flush */
+    ASSERT_EQ(UCS_INPROGRESS,
+              uct_rc_ep_put_zcopy(m_ep[0], &iov, 1, (uintptr_t)dst.ptr,
+                                  rkey_of(dm), &comp));
+    ASSERT_EQ(UCS_INPROGRESS, uct_rc_ep_flush(m_ep[0], &comp));
+    ASSERT_TRUE(wait([&]() { return comp.count == 0; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    std::string why;
+    EXPECT_TRUE(check(dst.ptr, 4096, 12, &why)) << why;
+    dereg(sm);
+    dereg(dm);
+}

@@ -71,7 +71,8 @@ typedef void (*uct_completion_callback_t)(uct_completion_t *self);
 
 /* Completion counter, as in UCX: every operation given this comp decrements
  * count when it completes; func runs when count reaches 0.  status must be
- * UCS_OK initially; the first failing operation stores its error there. */
+ * UCS_OK initially; the first failing operation stores its error there.
+ * func may be NULL: the caller then polls count. */
 struct uct_completion {
     uct_completion_callback_t func;
     int count;

@@ -175,7 +175,7 @@ static inline void uct_invoke_completion(uct_completion_t *comp,
     if ((status != UCS_OK) && (comp->status == UCS_OK)) {
         comp->status = status;
     }
-    if (--comp->count == 0) {
+    if ((--comp->count == 0) && (comp->func != NULL)) {
         comp->func(comp);
     }
 }
