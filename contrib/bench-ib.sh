@@ -15,7 +15,9 @@
 # Environment: BENCH_ROUNDS (3): every pair of runs is repeated, the best of
 # each is kept (the emulated VM's speed varies x2-x8 between runs, see
 # contrib/rxe-vm/README.md: only ratios within one session mean anything);
-# BENCH_BW_SIZE (65536), BENCH_BW_ITERS (400), BENCH_LAT_ITERS (1000).
+# BENCH_BW_SIZE (65536), BENCH_BW_ITERS (400), BENCH_LAT_ITERS (1000),
+# BENCH_REG_SIZES ("4096 65536": registration test sizes; below 64 KiB they
+# run BENCH_LAT_ITERS iterations).
 # Latency is compared by median (robust to the VM's stalls) and average.
 # Output: one line per run, then a table of ratios with the goals of the
 # verbs issue (bandwidth >= 0.95x ib_write_bw, latency <= 1.05x ib_write_lat,
@@ -42,6 +44,7 @@ rounds=${BENCH_ROUNDS:-3}
 bw_size=${BENCH_BW_SIZE:-65536}
 bw_iters=${BENCH_BW_ITERS:-400}
 lat_iters=${BENCH_LAT_ITERS:-1000}
+reg_sizes=${BENCH_REG_SIZES:-4096 65536}
 T=300
 port=$((30000 + RANDOM % 20000))
 tmp=$(mktemp -d)
@@ -132,10 +135,14 @@ for r in $(seq "$rounds"); do
     pair ours_am_lat csv_lat "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t am_lat -s 8 -n "$lat_iters" -w 50
     pair ibs_am_lat pt_lat ib_send_lat "${PT[@]}" -s 8 -n "$lat_iters" -- ib_send_lat "${PT[@]}" -s 8 -n "$lat_iters" HOST
     pair ucx_am_lat csv_lat ucx_perftest -p PORT -- ucx_perftest HOST "${UCX[@]}" -t am_lat -s 8 -n "$lat_iters" -w 50
-    UCX_IB_REG_METHODS=rcache pair reg_rcache_bw csv_bw "$ours" -p PORT -- \
-        "$ours" HOST "${OURS[@]}" -t put_bw -s "$bw_size" -n "$bw_iters" -w 20 -G reuse
-    UCX_IB_REG_METHODS=direct pair reg_direct_bw csv_bw "$ours" -p PORT -- \
-        "$ours" HOST "${OURS[@]}" -t put_bw -s "$bw_size" -n "$bw_iters" -w 20 -G reuse
+    for sz in $reg_sizes; do
+        n=$bw_iters
+        [ "$sz" -ge 65536 ] || n=$lat_iters
+        UCX_IB_REG_METHODS=rcache pair reg_rcache_${sz}_bw csv_bw "$ours" -p PORT -- \
+            "$ours" HOST "${OURS[@]}" -t put_bw -s "$sz" -n "$n" -w 20 -G reuse
+        UCX_IB_REG_METHODS=direct pair reg_direct_${sz}_bw csv_bw "$ours" -p PORT -- \
+            "$ours" HOST "${OURS[@]}" -t put_bw -s "$sz" -n "$n" -w 20 -G reuse
+    done
 done
 
 # row LABEL OURS_KEY BASE_KEY BASE_NAME GOAL(min:X | max:X | none)
@@ -162,8 +169,10 @@ row "am_lat 8 B median (usec)" ours_am_lat ibs_am_lat "ib_send_lat" max:1.05
 row "am_lat 8 B average (usec)" ours_am_lat_avg ibs_am_lat_avg "ib_send_lat" max:1.05
 row "am_lat 8 B median (usec)" ours_am_lat ucx_am_lat "ucx_perftest am_lat" max:1.00
 row "am_lat 8 B average (usec)" ours_am_lat_avg ucx_am_lat_avg "ucx_perftest am_lat" max:1.00
-row "put_bw -G reuse (MB/s)" reg_rcache_bw reg_direct_bw "same, REG_METHODS=direct" none
-echo "(registration test: uct_perftest -t put_bw -s $bw_size -G reuse registers and deregisters the"
+for sz in $reg_sizes; do
+    row "put_bw $sz B -G reuse (MB/s)" reg_rcache_${sz}_bw reg_direct_${sz}_bw "same, REG_METHODS=direct" none
+done
+echo "(registration test: uct_perftest -t put_bw -G reuse registers and deregisters the"
 echo " source buffer every iteration; ratio = bandwidth through the rcache / with ibv_reg_mr each time)"
 if [ $errors != 0 ]; then
     echo "bench-ib: $errors run(s) failed"

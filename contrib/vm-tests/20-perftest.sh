@@ -101,6 +101,7 @@ run_pair reg_rcache -t put_bw -s 16384 -n 60 -w 4 -f -G reuse && check_table reg
 UCX_IB_REG_METHODS=direct run_pair reg_direct -t get_bw -s 16384 -n 60 -w 4 -f -G reuse &&
     check_table reg_direct 60
 run_pair reg_new -t get_bw -s 16384 -n 40 -w 2 -f -G new && check_table reg_new 40
+run_pair reg_new_put -t put_bw -s 8192 -n 40 -w 2 -f -G new && check_table reg_new_put 40
 
 check_usage "unknown option" -Z
 check_usage "not supported" -x ud_verbs

@@ -16,14 +16,14 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#define PERF_MAX_IOV         8
-#define PERF_DEFAULT_PORT    13337
-#define PERF_DEFAULT_ITERS   1000000ul
-#define PERF_DEFAULT_WARMUP  10000ul
-#define PERF_DEFAULT_AM_WIN  127u
-#define PERF_NAME_MAX        64
-#define PERF_EXIT_USAGE      2
-#define PERF_EXIT_FAILURE    1
+#define PERF_MAX_IOV 8
+#define PERF_DEFAULT_PORT 13337
+#define PERF_DEFAULT_ITERS 1000000ul
+#define PERF_DEFAULT_WARMUP 10000ul
+#define PERF_DEFAULT_AM_WIN 127u
+#define PERF_NAME_MAX 64
+#define PERF_EXIT_USAGE 2
+#define PERF_EXIT_FAILURE 1
 
 typedef enum {
     PERF_TEST_PUT_BW,
@@ -45,37 +45,37 @@ typedef enum {
 /* What the client sends to the server (same binary on both sides). */
 typedef struct {
     uint32_t magic;
-    uint32_t test;       /* perf_test_t */
-    uint32_t reg_mode;   /* perf_reg_mode_t */
+    uint32_t test;     /* perf_test_t */
+    uint32_t reg_mode; /* perf_reg_mode_t */
     uint32_t iovcnt;
     uint64_t sizes[PERF_MAX_IOV];
     uint64_t iters;
     uint64_t warmup;
     uint32_t outstanding;
     uint32_t am_window;
-    char     tl[PERF_NAME_MAX];
-    char     dev[PERF_NAME_MAX];
+    char tl[PERF_NAME_MAX];
+    char dev[PERF_NAME_MAX];
 } perf_wire_params_t;
 
 typedef struct {
-    perf_test_t     test;
+    perf_test_t test;
     perf_reg_mode_t reg_mode;
-    unsigned        iovcnt;
-    size_t          sizes[PERF_MAX_IOV];
-    size_t          msg_size;     /* sum of sizes */
-    uint64_t        iters;
-    uint64_t        warmup;
-    unsigned        outstanding;  /* -O, 0 = transport default */
-    unsigned        am_window;    /* -W */
-    char            tl[PERF_NAME_MAX];
-    char            dev[PERF_NAME_MAX];
-    int             dev_set;      /* -d given on this side */
-    unsigned        port;
-    int             ipv6;
-    double          percentile;   /* -R */
-    int             final_only;   /* -f */
-    int             csv;          /* -v */
-    const char      *server;      /* NULL: this process is the server */
+    unsigned iovcnt;
+    size_t sizes[PERF_MAX_IOV];
+    size_t msg_size; /* sum of sizes */
+    uint64_t iters;
+    uint64_t warmup;
+    unsigned outstanding; /* -O, 0 = transport default */
+    unsigned am_window;   /* -W */
+    char tl[PERF_NAME_MAX];
+    char dev[PERF_NAME_MAX];
+    int dev_set; /* -d given on this side */
+    unsigned port;
+    int ipv6;
+    double percentile;  /* -R */
+    int final_only;     /* -f */
+    int csv;            /* -v */
+    const char *server; /* NULL: this process is the server */
 } perf_params_t;
 
 /* ---- perf_opts.c ---- */
@@ -118,16 +118,16 @@ ucs_status_t perf_sock_sync(int fd, ucs_status_t mine);
 
 typedef struct {
     const perf_params_t *params;
-    double              op_factor;   /* time per op = iteration time/this */
-    uint64_t            start_ns;
-    uint64_t            last_ns;     /* time of the last record() */
-    uint64_t            report_ns;   /* start of the current interval */
-    uint64_t            iters;       /* recorded so far */
-    uint64_t            report_iters;
-    double              *all;        /* sampled iteration times, ns */
-    size_t              all_cap, all_len, all_stride;
-    double              *interval;   /* this interval's times, ns */
-    size_t              interval_cap, interval_len;
+    double op_factor; /* time per op = iteration time/this */
+    uint64_t start_ns;
+    uint64_t last_ns;   /* time of the last record() */
+    uint64_t report_ns; /* start of the current interval */
+    uint64_t iters;     /* recorded so far */
+    uint64_t report_iters;
+    double *all; /* sampled iteration times, ns */
+    size_t all_cap, all_len, all_stride;
+    double *interval; /* this interval's times, ns */
+    size_t interval_cap, interval_len;
 } perf_report_t;
 
 uint64_t perf_now_ns(void);

@@ -15,8 +15,8 @@
 typedef struct {
     uint64_t buf;
     uint64_t half;
-    uint8_t  rkey[UCT_IB_RKEY_PACKED_SIZE];
-    uint8_t  ep_addr[UCT_RC_EP_ADDR_SIZE];
+    uint8_t rkey[UCT_IB_RKEY_PACKED_SIZE];
+    uint8_t ep_addr[UCT_RC_EP_ADDR_SIZE];
 } perf_ctx_wire_t;
 
 #define PERF_G_WINDOW 32 /* default window with -G: one buffer per slot */
@@ -62,7 +62,7 @@ size_t perf_ctx_iov(perf_ctx_t *ctx, void *base, uct_ib_mem_t *memh,
         iov[i].buffer = ptr;
         iov[i].length = p->sizes[i];
         iov[i].memh   = memh;
-        ptr          += p->sizes[i];
+        ptr += p->sizes[i];
     }
     return p->iovcnt;
 }
@@ -86,7 +86,7 @@ static ucs_status_t perf_ctx_am_data_cb(void *arg, void *data, size_t length,
     total     = ctx->params->warmup + ctx->params->iters;
     peer_seed = ctx->is_server ? PERF_SEED_CLIENT : PERF_SEED_SERVER;
     if ((seq + 1 == total) &&
-        (perf_ctx_check((uint8_t*)data + PERF_AM_HDR_SIZE, PERF_AM_HDR_SIZE,
+        (perf_ctx_check((uint8_t *)data + PERF_AM_HDR_SIZE, PERF_AM_HDR_SIZE,
                         length - PERF_AM_HDR_SIZE, peer_seed) != 0)) {
         ctx->am_bad = 1;
     }
@@ -95,8 +95,8 @@ static ucs_status_t perf_ctx_am_data_cb(void *arg, void *data, size_t length,
     return UCS_OK;
 }
 
-static ucs_status_t perf_ctx_am_credit_cb(void *arg, void *data,
-                                          size_t length, unsigned flags)
+static ucs_status_t perf_ctx_am_credit_cb(void *arg, void *data, size_t length,
+                                          unsigned flags)
 {
     perf_ctx_t *ctx = arg;
     uint64_t n;
@@ -112,7 +112,7 @@ static ucs_status_t perf_ctx_am_credit_cb(void *arg, void *data,
 
 static ucs_status_t perf_ctx_check_limits(perf_ctx_t *ctx)
 {
-    const perf_params_t *p = ctx->params;
+    const perf_params_t *p       = ctx->params;
     const uct_rc_iface_attr_t *a = &ctx->attr;
 
     if ((p->test == PERF_TEST_AM_BW) || (p->test == PERF_TEST_AM_LAT)) {
@@ -126,8 +126,9 @@ static ucs_status_t perf_ctx_check_limits(perf_ctx_t *ctx)
             return UCS_ERR_INVALID_PARAM;
         }
         if (p->iovcnt + 1 > a->max_iov) {
-            fprintf(stderr, "uct_perftest: at most %zu io-vector entries for "
-                            "active messages\n",
+            fprintf(stderr,
+                    "uct_perftest: at most %zu io-vector entries for "
+                    "active messages\n",
                     a->max_iov - 1);
             return UCS_ERR_INVALID_PARAM;
         }
@@ -140,8 +141,9 @@ static ucs_status_t perf_ctx_check_limits(perf_ctx_t *ctx)
         }
     } else {
         if (p->msg_size > a->max_zcopy) {
-            fprintf(stderr, "uct_perftest: message size %zu exceeds the "
-                            "device's %zu\n",
+            fprintf(stderr,
+                    "uct_perftest: message size %zu exceeds the "
+                    "device's %zu\n",
                     p->msg_size, a->max_zcopy);
             return UCS_ERR_INVALID_PARAM;
         }
@@ -177,8 +179,9 @@ static ucs_status_t perf_ctx_local(perf_ctx_t *ctx, perf_ctx_wire_t *wire)
     }
     status = uct_rc_iface_open(ctx->md, NULL, &ctx->iface);
     if (status != UCS_OK) {
-        fprintf(stderr, "uct_perftest: cannot open the rc_verbs interface on "
-                        "%s: %s\n",
+        fprintf(stderr,
+                "uct_perftest: cannot open the rc_verbs interface on "
+                "%s: %s\n",
                 p->dev, ucs_status_string(status));
         return status;
     }
@@ -207,8 +210,8 @@ static ucs_status_t perf_ctx_local(perf_ctx_t *ctx, perf_ctx_wire_t *wire)
 
     ctx->half    = (p->msg_size + page - 1) / page * page;
     ctx->buf_len = 2 * ctx->half;
-    ptr = mmap(NULL, ctx->buf_len, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ptr          = mmap(NULL, ctx->buf_len, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ptr == MAP_FAILED) {
         fprintf(stderr, "uct_perftest: cannot map %zu bytes\n", ctx->buf_len);
         return UCS_ERR_NO_MEMORY;
@@ -278,8 +281,9 @@ ucs_status_t perf_ctx_setup(perf_ctx_t *ctx, perf_params_t *params, int fd,
     }
 
     if (peer.half != ctx->half) {
-        fprintf(stderr, "uct_perftest: the peer's buffer is %llu bytes, "
-                        "ours %zu\n",
+        fprintf(stderr,
+                "uct_perftest: the peer's buffer is %llu bytes, "
+                "ours %zu\n",
                 (unsigned long long)peer.half, ctx->half);
         status = UCS_ERR_INVALID_PARAM;
     } else {

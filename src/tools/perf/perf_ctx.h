@@ -16,47 +16,47 @@
 
 #include <uct/ib/uct_ib.h>
 
-#define PERF_AM_ID_DATA   1
+#define PERF_AM_ID_DATA 1
 #define PERF_AM_ID_CREDIT 2
-#define PERF_AM_HDR_SIZE  8
-#define PERF_SEED_CLIENT  0x11
-#define PERF_SEED_SERVER  0x22
-#define PERF_STALL_S      60.0 /* a wait with no progress this long fails */
+#define PERF_AM_HDR_SIZE 8
+#define PERF_SEED_CLIENT 0x11
+#define PERF_SEED_SERVER 0x22
+#define PERF_STALL_S 60.0 /* a wait with no progress this long fails */
 
 typedef struct perf_ctx perf_ctx_t;
 
 /* One operation in flight (bw tests) and, with -G, its own buffer. */
 typedef struct {
     uct_completion_t comp;
-    perf_ctx_t       *ctx;
-    int              busy;
-    void             *buf;     /* -G only */
-    size_t           buf_len;  /* -G only: mapping length */
-    uct_ib_mem_t     *memh;    /* -G only */
+    perf_ctx_t *ctx;
+    int busy;
+    void *buf;          /* -G only */
+    size_t buf_len;     /* -G only: mapping length */
+    uct_ib_mem_t *memh; /* -G only */
 } perf_slot_t;
 
 struct perf_ctx {
-    perf_params_t       *params;
-    int                 is_server;
-    int                 fd;
-    uct_ib_md_t         *md;
-    uct_rc_iface_t      *iface;
-    uct_rc_ep_t         *ep;
+    perf_params_t *params;
+    int is_server;
+    int fd;
+    uct_ib_md_t *md;
+    uct_rc_iface_t *iface;
+    uct_rc_ep_t *ep;
     uct_rc_iface_attr_t attr;
-    uint8_t             *buf;
-    size_t              half;
-    size_t              buf_len;
-    uct_ib_mem_t        *memh;
-    uint64_t            peer_buf;
-    uct_rkey_t          peer_rkey;
-    unsigned            window;
-    perf_slot_t         *slots;
-    ucs_status_t        error;        /* first failure seen by a callback */
+    uint8_t *buf;
+    size_t half;
+    size_t buf_len;
+    uct_ib_mem_t *memh;
+    uint64_t peer_buf;
+    uct_rkey_t peer_rkey;
+    unsigned window;
+    perf_slot_t *slots;
+    ucs_status_t error; /* first failure seen by a callback */
     /* active messages */
-    volatile uint64_t   am_count;     /* data messages received */
-    volatile uint64_t   am_last_seq;  /* header of the last one */
-    volatile uint64_t   am_credits;   /* sends we may still post */
-    int                 am_bad;       /* order/length/content mismatch */
+    volatile uint64_t am_count;    /* data messages received */
+    volatile uint64_t am_last_seq; /* header of the last one */
+    volatile uint64_t am_credits;  /* sends we may still post */
+    int am_bad;                    /* order/length/content mismatch */
 };
 
 /* perf_ctx.c */

@@ -11,11 +11,11 @@
 #include <string.h>
 
 #define PERF_WIRE_MAGIC 0x75637470u /* "uctp" */
-#define PERF_MAX_MSG    (1ul << 30)
+#define PERF_MAX_MSG (1ul << 30)
 
 /* Options of ucx_perftest 1.13 that uct_perftest does not implement. */
 #define PERF_OPTS_STOCK_ONLY "b:Nc:P:m:i:loBH:A:T:M:r:SCIqUeyz"
-#define PERF_OPTS_OURS       "t:n:s:w:p:fvd:x:D:O:W:R:G:h6"
+#define PERF_OPTS_OURS "t:n:s:w:p:fvd:x:D:O:W:R:G:h6"
 
 static const char *perf_test_names[PERF_TEST_LAST] = {
     [PERF_TEST_PUT_BW] = "put_bw", [PERF_TEST_PUT_LAT] = "put_lat",
@@ -36,51 +36,60 @@ int perf_test_is_lat(perf_test_t test)
 
 void perf_opts_usage(FILE *stream)
 {
-    fprintf(stream,
-"  Usage: uct_perftest [ server-hostname ] [ options ]\n"
-"\n"
-"  Without a host name the process is the server: it waits for one client\n"
-"  on the TCP port and takes the test parameters from it.\n"
-"\n"
-"  Options (a subset of ucx_perftest's, same meaning):\n"
-"     -t <test>      test to run:\n"
-"           put_bw - put (RDMA write) bandwidth / message rate\n"
-"          put_lat - put latency (ping-pong, each side polls the last byte)\n"
-"           get_bw - get (RDMA read) bandwidth / message rate\n"
-"          get_lat - get latency (one get at a time)\n"
-"            am_bw - active message bandwidth / message rate\n"
-"           am_lat - active message latency (ping-pong)\n"
-"     -s <size>      message size, or a comma-separated list of io-vector\n"
-"                    entry sizes (at most %d) (8)\n"
-"     -n <iters>     number of iterations to run (%lu)\n"
-"     -w <iters>     number of warm-up iterations (%lu)\n"
-"     -O <count>     maximal number of outstanding operations (0 = the\n"
-"                    transport's send queue depth)\n"
-"     -W <count>     flow control window for active messages (%u)\n"
-"     -R <rank>      percentile rank of the percentile column (50.0)\n"
-"     -p <port>      TCP port for the exchange (%d)\n"
-"     -6             use IPv6 for the exchange\n"
-"     -f             print only the final numbers (no progress lines)\n"
-"     -v             print CSV-formatted output\n"
-"     -h             show this help message\n"
-"\n"
-"  Transport (UCT) options:\n"
-"     -x <tl>        transport: rc_verbs (the only one; default)\n"
-"     -d <device>    device and port, e.g. rxe0:1 (required on the client;\n"
-"                    the server uses the client's unless given)\n"
-"     -D <layout>    data layout: zcopy (the only one; default)\n"
-"\n"
-"  Registration test (not in ucx_perftest; put_bw and get_bw only):\n"
-"     -G <mode>      register the local buffer through the memory domain\n"
-"                    on every iteration:\n"
-"            reuse - the same buffers each time (mem_reg + mem_dereg);\n"
-"                    with UCX_IB_REG_METHODS=rcache this hits the cache,\n"
-"                    with =direct it pays ibv_reg_mr every time\n"
-"              new - a fresh mmap() per iteration, munmap() after it\n"
-"\n"
-"  Exit status: 0 success, 1 failure, 2 bad or unsupported option.\n",
-            PERF_MAX_IOV, PERF_DEFAULT_ITERS, PERF_DEFAULT_WARMUP,
-            PERF_DEFAULT_AM_WIN, PERF_DEFAULT_PORT);
+    fprintf(
+        stream,
+        "  Usage: uct_perftest [ server-hostname ] [ options ]\n"
+        "\n"
+        "  Without a host name the process is the server: it waits for one "
+        "client\n"
+        "  on the TCP port and takes the test parameters from it.\n"
+        "\n"
+        "  Options (a subset of ucx_perftest's, same meaning):\n"
+        "     -t <test>      test to run:\n"
+        "           put_bw - put (RDMA write) bandwidth / message rate\n"
+        "          put_lat - put latency (ping-pong, each side polls the last "
+        "byte)\n"
+        "           get_bw - get (RDMA read) bandwidth / message rate\n"
+        "          get_lat - get latency (one get at a time)\n"
+        "            am_bw - active message bandwidth / message rate\n"
+        "           am_lat - active message latency (ping-pong)\n"
+        "     -s <size>      message size, or a comma-separated list of "
+        "io-vector\n"
+        "                    entry sizes (at most %d) (8)\n"
+        "     -n <iters>     number of iterations to run (%lu)\n"
+        "     -w <iters>     number of warm-up iterations (%lu)\n"
+        "     -O <count>     maximal number of outstanding operations (0 = "
+        "the\n"
+        "                    transport's send queue depth)\n"
+        "     -W <count>     flow control window for active messages (%u)\n"
+        "     -R <rank>      percentile rank of the percentile column (50.0)\n"
+        "     -p <port>      TCP port for the exchange (%d)\n"
+        "     -6             use IPv6 for the exchange\n"
+        "     -f             print only the final numbers (no progress lines)\n"
+        "     -v             print CSV-formatted output\n"
+        "     -h             show this help message\n"
+        "\n"
+        "  Transport (UCT) options:\n"
+        "     -x <tl>        transport: rc_verbs (the only one; default)\n"
+        "     -d <device>    device and port, e.g. rxe0:1 (required on the "
+        "client;\n"
+        "                    the server uses the client's unless given)\n"
+        "     -D <layout>    data layout: zcopy (the only one; default)\n"
+        "\n"
+        "  Registration test (not in ucx_perftest; put_bw and get_bw only):\n"
+        "     -G <mode>      register the local buffer through the memory "
+        "domain\n"
+        "                    on every iteration:\n"
+        "            reuse - the same buffers each time (mem_reg + "
+        "mem_dereg);\n"
+        "                    with UCX_IB_REG_METHODS=rcache this hits the "
+        "cache,\n"
+        "                    with =direct it pays ibv_reg_mr every time\n"
+        "              new - a fresh mmap() per iteration, munmap() after it\n"
+        "\n"
+        "  Exit status: 0 success, 1 failure, 2 bad or unsupported option.\n",
+        PERF_MAX_IOV, PERF_DEFAULT_ITERS, PERF_DEFAULT_WARMUP,
+        PERF_DEFAULT_AM_WIN, PERF_DEFAULT_PORT);
 }
 
 static ucs_status_t perf_opts_error(const char *fmt, const char *arg)
@@ -134,8 +143,7 @@ static ucs_status_t perf_opts_sizes(const char *arg, perf_params_t *params)
                     PERF_MAX_IOV, arg);
             return UCS_ERR_INVALID_PARAM;
         }
-        if (perf_opts_u64(tok, 1, PERF_MAX_MSG, "message size", &v) !=
-            UCS_OK) {
+        if (perf_opts_u64(tok, 1, PERF_MAX_MSG, "message size", &v) != UCS_OK) {
             return UCS_ERR_INVALID_PARAM;
         }
         params->sizes[n++] = v;
@@ -150,12 +158,10 @@ static ucs_status_t perf_opts_sizes(const char *arg, perf_params_t *params)
     return UCS_OK;
 }
 
-static ucs_status_t perf_opts_name(const char *arg, char *dst,
-                                   const char *what)
+static ucs_status_t perf_opts_name(const char *arg, char *dst, const char *what)
 {
     if ((arg[0] == '\0') || (strlen(arg) >= PERF_NAME_MAX)) {
-        fprintf(stderr, "uct_perftest: invalid %s '%s' (try -h)\n", what,
-                arg);
+        fprintf(stderr, "uct_perftest: invalid %s '%s' (try -h)\n", what, arg);
         return UCS_ERR_INVALID_PARAM;
     }
     strcpy(dst, arg);
@@ -178,8 +184,7 @@ static void perf_params_defaults(perf_params_t *params)
     strcpy(params->tl, "rc_verbs");
 }
 
-static ucs_status_t perf_opts_one(int c, const char *arg,
-                                  perf_params_t *params)
+static ucs_status_t perf_opts_one(int c, const char *arg, perf_params_t *params)
 {
     uint64_t v;
     char *end;
@@ -219,8 +224,7 @@ static ucs_status_t perf_opts_one(int c, const char *arg,
         params->outstanding = (unsigned)v;
         return UCS_OK;
     case 'W':
-        if (perf_opts_u64(arg, 2, 4096, "flow control window", &v) !=
-            UCS_OK) {
+        if (perf_opts_u64(arg, 2, 4096, "flow control window", &v) != UCS_OK) {
             return UCS_ERR_INVALID_PARAM;
         }
         params->am_window = (unsigned)v;
@@ -352,8 +356,9 @@ ucs_status_t perf_params_check(const perf_params_t *params)
     if ((params->reg_mode != PERF_REG_ONCE) &&
         (params->test != PERF_TEST_PUT_BW) &&
         (params->test != PERF_TEST_GET_BW)) {
-        fprintf(stderr, "uct_perftest: -G works with put_bw and get_bw only, "
-                        "not %s\n",
+        fprintf(stderr,
+                "uct_perftest: -G works with put_bw and get_bw only, "
+                "not %s\n",
                 perf_test_name(params->test));
         return UCS_ERR_UNSUPPORTED;
     }
@@ -395,8 +400,7 @@ ucs_status_t perf_params_from_wire(const perf_wire_params_t *w,
         (w->reg_mode > PERF_REG_NEW) || (w->iovcnt == 0) ||
         (w->iovcnt > PERF_MAX_IOV) || (w->iters == 0) ||
         (w->outstanding > 4096) || (w->am_window < 2) ||
-        (w->am_window > 4096) ||
-        (memchr(w->tl, '\0', sizeof(w->tl)) == NULL) ||
+        (w->am_window > 4096) || (memchr(w->tl, '\0', sizeof(w->tl)) == NULL) ||
         (memchr(w->dev, '\0', sizeof(w->dev)) == NULL)) {
         fprintf(stderr, "uct_perftest: malformed parameters from the client "
                         "(another program on the port?)\n");

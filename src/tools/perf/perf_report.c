@@ -11,10 +11,10 @@
 #include <time.h>
 
 #define PERF_REPORT_INTERVAL_NS 1000000000ull
-#define PERF_REPORT_ALL_CAP     (1ul << 20)
-#define PERF_REPORT_IVL_CAP     (1ul << 16)
-#define PERF_REPORT_WIDTH       106 /* inside the box */
-#define PERF_MB                 (1024.0 * 1024.0)
+#define PERF_REPORT_ALL_CAP (1ul << 20)
+#define PERF_REPORT_IVL_CAP (1ul << 16)
+#define PERF_REPORT_WIDTH 106 /* inside the box */
+#define PERF_MB (1024.0 * 1024.0)
 
 static const char *perf_report_test_desc[PERF_TEST_LAST] = {
     [PERF_TEST_PUT_BW]  = "put bandwidth / message rate",
@@ -38,12 +38,12 @@ ucs_status_t perf_report_init(perf_report_t *rep, const perf_params_t *params)
     memset(rep, 0, sizeof(*rep));
     rep->params = params;
     /* a ping-pong iteration is two one-way operations */
-    rep->op_factor = ((params->test == PERF_TEST_PUT_LAT) ||
-                      (params->test == PERF_TEST_AM_LAT)) ?
-                             2.0 :
-                             1.0;
-    rep->all_cap    = ucs_min(params->iters, PERF_REPORT_ALL_CAP);
-    rep->all_stride = (params->iters + rep->all_cap - 1) / rep->all_cap;
+    rep->op_factor    = ((params->test == PERF_TEST_PUT_LAT) ||
+                      (params->test == PERF_TEST_AM_LAT))
+                            ? 2.0
+                            : 1.0;
+    rep->all_cap      = ucs_min(params->iters, PERF_REPORT_ALL_CAP);
+    rep->all_stride   = (params->iters + rep->all_cap - 1) / rep->all_cap;
     rep->interval_cap = PERF_REPORT_IVL_CAP;
     rep->all          = malloc(rep->all_cap * sizeof(double));
     rep->interval     = malloc(rep->interval_cap * sizeof(double));
@@ -94,8 +94,8 @@ static void perf_report_table_head(const perf_params_t *params)
            "---------------------+-----------------------+\n");
     printf("|              |              | %s |   bandwidth (MB/s)  |"
            "  message rate (msg/s) |\n",
-           perf_test_is_lat(params->test) ? "       latency (usec)       " :
-                                            "      overhead (usec)       ");
+           perf_test_is_lat(params->test) ? "       latency (usec)       "
+                                          : "      overhead (usec)       ");
     printf("+--------------+--------------+----------+---------+---------+"
            "----------+----------+-----------+-----------+\n");
     printf("|    %s     | # iterations |%s| average | overall |  average |"
@@ -131,9 +131,9 @@ void perf_report_header(const perf_params_t *params)
     perf_report_box_line("Message size:", size);
     if (params->reg_mode != PERF_REG_ONCE) {
         perf_report_box_line("Registration:",
-                             (params->reg_mode == PERF_REG_REUSE) ?
-                                     "every iteration, same buffers" :
-                                     "every iteration, new mmap()ed buffers");
+                             (params->reg_mode == PERF_REG_REUSE)
+                                 ? "every iteration, same buffers"
+                                 : "every iteration, new mmap()ed buffers");
     }
     perf_report_table_head(params);
     fflush(stdout);
@@ -152,7 +152,7 @@ void perf_report_start(perf_report_t *rep)
 
 static int perf_report_cmp(const void *a, const void *b)
 {
-    double x = *(const double*)a, y = *(const double*)b;
+    double x = *(const double *)a, y = *(const double *)b;
 
     return (x > y) - (x < y);
 }
@@ -242,7 +242,7 @@ void perf_report_final(perf_report_t *rep)
     uint64_t now = perf_now_ns();
     double pct;
 
-    pct = perf_report_percentile(rep->all, rep->all_len,
-                                 rep->params->percentile);
+    pct =
+        perf_report_percentile(rep->all, rep->all_len, rep->params->percentile);
     perf_report_line(rep, rep->params->final_only ? "" : "Final:", now, pct);
 }

@@ -17,8 +17,6 @@ typedef struct {
     uint64_t deadline;
 } perf_wait_t;
 
-#define PERF_WAIT_INIT {0, 0}
-
 /* One progress call while waiting; fails when the endpoint is in error or
  * nothing has happened for PERF_STALL_S seconds. */
 static ucs_status_t perf_progress(perf_ctx_t *ctx, perf_wait_t *w)
@@ -45,8 +43,9 @@ static ucs_status_t perf_progress(perf_ctx_t *ctx, perf_wait_t *w)
     if (w->deadline == 0) {
         w->deadline = now + (uint64_t)(PERF_STALL_S * 1e9);
     } else if (now > w->deadline) {
-        fprintf(stderr, "uct_perftest: no progress for %.0f s (is the peer "
-                        "alive?)\n",
+        fprintf(stderr,
+                "uct_perftest: no progress for %.0f s (is the peer "
+                "alive?)\n",
                 PERF_STALL_S);
         return UCS_ERR_TIMED_OUT;
     }
@@ -55,7 +54,7 @@ static ucs_status_t perf_progress(perf_ctx_t *ctx, perf_wait_t *w)
 
 static void perf_slot_done(uct_completion_t *self)
 {
-    perf_slot_t *slot = (perf_slot_t*)self; /* comp is the first member */
+    perf_slot_t *slot = (perf_slot_t *)self; /* comp is the first member */
 
     slot->busy = 0;
     if ((self->status != UCS_OK) && (slot->ctx->error == UCS_OK)) {
@@ -67,7 +66,7 @@ static void perf_slot_done(uct_completion_t *self)
 
 static ucs_status_t perf_wait_slot(perf_ctx_t *ctx, perf_slot_t *slot)
 {
-    perf_wait_t w = PERF_WAIT_INIT;
+    perf_wait_t w = {0, 0};
     ucs_status_t status;
 
     while (slot->busy) {
@@ -86,7 +85,7 @@ static void perf_flush_done(uct_completion_t *self)
 static ucs_status_t perf_flush(perf_ctx_t *ctx)
 {
     uct_completion_t comp = {perf_flush_done, 1, UCS_OK};
-    perf_wait_t w         = PERF_WAIT_INIT;
+    perf_wait_t w         = {0, 0};
     ucs_status_t status;
     unsigned i;
 
@@ -114,8 +113,20 @@ static ucs_status_t perf_flush(perf_ctx_t *ctx)
     return UCS_OK;
 }
 
-/* -G: give the slot a freshly registered buffer for the next operation. */
-static ucs_status_t perf_slot_register(perf_ctx_t *ctx, perf_slot_t *slot)
+/* Pattern of the source buffer of put_bw iteration i: with -G new every
+ * buffer gets another one, so a put through a stale registration (the old,
+ * unmapped pages) leaves the wrong bytes at the server. */
+static int perf_put_seed(const perf_params_t *p, uint64_t i)
+{
+    if (p->reg_mode != PERF_REG_NEW) {
+        return PERF_SEED_CLIENT;
+    }
+    return PERF_SEED_CLIENT + 1 + (int)(i % 251);
+}
+
+/* -G: give the slot a freshly registered buffer for iteration i. */
+static ucs_status_t perf_slot_register(perf_ctx_t *ctx, perf_slot_t *slot,
+                                       uint64_t i)
 {
     const perf_params_t *p = ctx->params;
     ucs_status_t status;
@@ -144,7 +155,7 @@ static ucs_status_t perf_slot_register(perf_ctx_t *ctx, perf_slot_t *slot)
         slot->buf     = ptr;
         slot->buf_len = ctx->half;
         if (p->test == PERF_TEST_PUT_BW) {
-            perf_ctx_fill(slot->buf, p->msg_size, PERF_SEED_CLIENT);
+            perf_ctx_fill(slot->buf, p->msg_size, perf_put_seed(p, i));
         } else {
             memset(slot->buf, 0, p->msg_size);
         }
@@ -162,7 +173,7 @@ static ucs_status_t perf_slot_register(perf_ctx_t *ctx, perf_slot_t *slot)
 static ucs_status_t perf_post_rma(perf_ctx_t *ctx, const uct_iov_t *iov,
                                   size_t iovcnt, uct_completion_t *comp)
 {
-    perf_wait_t w = PERF_WAIT_INIT;
+    perf_wait_t w = {0, 0};
     ucs_status_t status;
     uint64_t raddr;
 
@@ -205,7 +216,7 @@ static ucs_status_t perf_run_rma_client(perf_ctx_t *ctx, perf_report_t *rep,
     size_t iovcnt;
     uint64_t i;
 
-    local = (p->test == PERF_TEST_PUT_BW) ? ctx->buf : ctx->buf + ctx->half;
+    local  = (p->test == PERF_TEST_PUT_BW) ? ctx->buf : ctx->buf + ctx->half;
     iovcnt = perf_ctx_iov(ctx, local, ctx->memh, iov);
     for (i = 0; i < total; ++i) {
         if (i == p->warmup) {
@@ -221,7 +232,7 @@ static ucs_status_t perf_run_rma_client(perf_ctx_t *ctx, perf_report_t *rep,
             return status;
         }
         if (p->reg_mode != PERF_REG_ONCE) {
-            status = perf_slot_register(ctx, slot);
+            status = perf_slot_register(ctx, slot, i);
             if (status != UCS_OK) {
                 return status;
             }
@@ -230,7 +241,7 @@ static ucs_status_t perf_run_rma_client(perf_ctx_t *ctx, perf_report_t *rep,
         slot->comp.func   = perf_slot_done;
         slot->comp.count  = 1;
         slot->comp.status = UCS_OK;
-        status = perf_post_rma(ctx, iov, iovcnt, &slot->comp);
+        status            = perf_post_rma(ctx, iov, iovcnt, &slot->comp);
         if (status == UCS_INPROGRESS) {
             slot->busy = 1;
         } else if (status != UCS_OK) {
@@ -258,6 +269,28 @@ static inline uint8_t perf_lat_seq(uint64_t i)
     return (uint8_t)(i % 255 + 1);
 }
 
+/* Wait for the peer's write of seq into *in.  The byte is polled on every
+ * spin, the completion queue (send credits, errors) only every 16th, so the
+ * poll of memory is not delayed by it. */
+static ucs_status_t perf_wait_byte(perf_ctx_t *ctx, volatile uint8_t *in,
+                                   uint8_t seq)
+{
+    perf_wait_t w = {0, 0};
+    unsigned spin = 0;
+    ucs_status_t status;
+
+    while (*in != seq) {
+        if ((++spin & 15) != 0) {
+            continue;
+        }
+        status = perf_progress(ctx, &w);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
 /* put_lat, both sides: the client writes first; each side waits for the
  * peer's write of the same sequence number into its last byte. */
 static ucs_status_t perf_run_put_lat(perf_ctx_t *ctx, perf_report_t *rep)
@@ -268,7 +301,6 @@ static ucs_status_t perf_run_put_lat(perf_ctx_t *ctx, perf_report_t *rep)
     uint8_t *out           = ctx->buf + p->msg_size - 1;
     uct_iov_t iov[PERF_MAX_IOV];
     ucs_status_t status;
-    perf_wait_t w;
     size_t iovcnt;
     uint64_t i;
     uint8_t seq;
@@ -280,12 +312,9 @@ static ucs_status_t perf_run_put_lat(perf_ctx_t *ctx, perf_report_t *rep)
         }
         seq = perf_lat_seq(i);
         if (ctx->is_server) {
-            w = (perf_wait_t)PERF_WAIT_INIT;
-            while (*in != seq) {
-                status = perf_progress(ctx, &w);
-                if (status != UCS_OK) {
-                    return status;
-                }
+            status = perf_wait_byte(ctx, in, seq);
+            if (status != UCS_OK) {
+                return status;
             }
         }
         *out   = seq;
@@ -294,12 +323,9 @@ static ucs_status_t perf_run_put_lat(perf_ctx_t *ctx, perf_report_t *rep)
             return status;
         }
         if (!ctx->is_server) {
-            w = (perf_wait_t)PERF_WAIT_INIT;
-            while (*in != seq) {
-                status = perf_progress(ctx, &w);
-                if (status != UCS_OK) {
-                    return status;
-                }
+            status = perf_wait_byte(ctx, in, seq);
+            if (status != UCS_OK) {
+                return status;
             }
             if (i >= p->warmup) {
                 perf_report_record(rep);
@@ -315,7 +341,7 @@ static ucs_status_t perf_run_put_lat(perf_ctx_t *ctx, perf_report_t *rep)
 
 static size_t perf_am_iov(perf_ctx_t *ctx, uct_iov_t *iov)
 {
-    size_t n = perf_ctx_iov(ctx, ctx->buf, ctx->memh, iov);
+    size_t n    = perf_ctx_iov(ctx, ctx->buf, ctx->memh, iov);
     size_t skip = PERF_AM_HDR_SIZE, k = 0, i;
 
     /* the header replaces the first bytes of the message */
@@ -324,7 +350,7 @@ static size_t perf_am_iov(perf_ctx_t *ctx, uct_iov_t *iov)
             skip -= iov[i].length;
             continue;
         }
-        iov[k].buffer = (uint8_t*)iov[i].buffer + skip;
+        iov[k].buffer = (uint8_t *)iov[i].buffer + skip;
         iov[k].length = iov[i].length - skip;
         iov[k].memh   = iov[i].memh;
         skip          = 0;
@@ -336,12 +362,12 @@ static size_t perf_am_iov(perf_ctx_t *ctx, uct_iov_t *iov)
 static ucs_status_t perf_post_am(perf_ctx_t *ctx, uint64_t seq,
                                  const uct_iov_t *iov, size_t iovcnt)
 {
-    perf_wait_t w = PERF_WAIT_INIT;
+    perf_wait_t w = {0, 0};
     ucs_status_t status;
 
     for (;;) {
-        status = uct_rc_ep_am_zcopy(ctx->ep, PERF_AM_ID_DATA, &seq,
-                                    sizeof(seq), iov, iovcnt, NULL);
+        status = uct_rc_ep_am_zcopy(ctx->ep, PERF_AM_ID_DATA, &seq, sizeof(seq),
+                                    iov, iovcnt, NULL);
         if (status != UCS_ERR_NO_RESOURCE) {
             break;
         }
@@ -359,7 +385,7 @@ static ucs_status_t perf_post_am(perf_ctx_t *ctx, uint64_t seq,
 
 static ucs_status_t perf_wait_am(perf_ctx_t *ctx, uint64_t count)
 {
-    perf_wait_t w = PERF_WAIT_INIT;
+    perf_wait_t w = {0, 0};
     ucs_status_t status;
 
     while (ctx->am_count < count) {
@@ -419,7 +445,7 @@ static ucs_status_t perf_run_am_bw(perf_ctx_t *ctx, perf_report_t *rep)
 {
     const perf_params_t *p = ctx->params;
     uint64_t total         = p->warmup + p->iters;
-    uint64_t batch         = p->am_window / 2, credited = 0, n;
+    uint64_t batch = p->am_window / 2, credited = 0, n;
     uct_iov_t iov[PERF_MAX_IOV];
     ucs_status_t status;
     perf_wait_t w;
@@ -433,7 +459,7 @@ static ucs_status_t perf_run_am_bw(perf_ctx_t *ctx, perf_report_t *rep)
                 return status;
             }
             n = ctx->am_count - credited;
-            w = (perf_wait_t)PERF_WAIT_INIT;
+            w = (perf_wait_t){0, 0};
             while ((status = uct_rc_ep_am_short(ctx->ep, PERF_AM_ID_CREDIT, n,
                                                 NULL, 0)) ==
                    UCS_ERR_NO_RESOURCE) {
@@ -458,7 +484,7 @@ static ucs_status_t perf_run_am_bw(perf_ctx_t *ctx, perf_report_t *rep)
         if (i == p->warmup) {
             perf_report_start(rep);
         }
-        w = (perf_wait_t)PERF_WAIT_INIT;
+        w = (perf_wait_t){0, 0};
         while (ctx->am_credits == 0) {
             status = perf_progress(ctx, &w);
             if (status != UCS_OK) {
@@ -486,7 +512,7 @@ static ucs_status_t perf_run_verify(perf_ctx_t *ctx)
 {
     const perf_params_t *p = ctx->params;
     const uint8_t *data;
-    size_t len             = p->msg_size;
+    size_t len    = p->msg_size;
     int peer_seed = ctx->is_server ? PERF_SEED_CLIENT : PERF_SEED_SERVER;
     perf_slot_t *slot;
 
@@ -499,6 +525,8 @@ static ucs_status_t perf_run_verify(perf_ctx_t *ctx)
         /* the last byte of put_lat carries the sequence number */
         if (p->test == PERF_TEST_PUT_LAT) {
             len -= 1;
+        } else {
+            peer_seed = perf_put_seed(p, p->warmup + p->iters - 1);
         }
         data = ctx->buf + ctx->half;
         break;
@@ -521,8 +549,9 @@ static ucs_status_t perf_run_verify(perf_ctx_t *ctx)
         }
         if ((p->test == PERF_TEST_AM_LAT || ctx->is_server) &&
             (ctx->am_count != p->warmup + p->iters)) {
-            fprintf(stderr, "uct_perftest: received %llu active messages, "
-                            "expected %llu\n",
+            fprintf(stderr,
+                    "uct_perftest: received %llu active messages, "
+                    "expected %llu\n",
                     (unsigned long long)ctx->am_count,
                     (unsigned long long)(p->warmup + p->iters));
             return UCS_ERR_IO_ERROR;

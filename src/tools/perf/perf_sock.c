@@ -46,13 +46,13 @@ ucs_status_t perf_sock_accept(unsigned port, int ipv6, int *fd_p)
         a6.sin6_family = AF_INET6;
         a6.sin6_port   = htons(port);
         a6.sin6_addr   = in6addr_any;
-        fd = bind(lfd, (struct sockaddr*)&a6, sizeof(a6));
+        fd             = bind(lfd, (struct sockaddr *)&a6, sizeof(a6));
     } else {
         memset(&a4, 0, sizeof(a4));
         a4.sin_family      = AF_INET;
         a4.sin_port        = htons(port);
         a4.sin_addr.s_addr = htonl(INADDR_ANY);
-        fd = bind(lfd, (struct sockaddr*)&a4, sizeof(a4));
+        fd                 = bind(lfd, (struct sockaddr *)&a4, sizeof(a4));
     }
     if ((fd < 0) || (listen(lfd, 1) < 0)) {
         fprintf(stderr, "uct_perftest: cannot listen on TCP port %u: %s\n",
@@ -64,16 +64,15 @@ ucs_status_t perf_sock_accept(unsigned port, int ipv6, int *fd_p)
     printf("Waiting for connection...\n");
     fflush(stdout);
     do {
-        fd = accept(lfd, (struct sockaddr*)&peer, &peer_len);
+        fd = accept(lfd, (struct sockaddr *)&peer, &peer_len);
     } while ((fd < 0) && (errno == EINTR));
     close(lfd);
     if (fd < 0) {
         fprintf(stderr, "uct_perftest: accept(): %s\n", strerror(errno));
         return UCS_ERR_IO_ERROR;
     }
-    if (getnameinfo((struct sockaddr*)&peer, peer_len, host, sizeof(host),
-                    serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) ==
-        0) {
+    if (getnameinfo((struct sockaddr *)&peer, peer_len, host, sizeof(host),
+                    serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
         printf("Accepted connection from %s:%s\n", host, serv);
         fflush(stdout);
     }
@@ -129,8 +128,8 @@ ucs_status_t perf_sock_connect(const char *host, unsigned port, int ipv6,
         nanosleep(&pause, NULL);
     }
     freeaddrinfo(res);
-    fprintf(stderr, "uct_perftest: cannot connect to %s:%u: %s\n", host,
-            port, strerror(err));
+    fprintf(stderr, "uct_perftest: cannot connect to %s:%u: %s\n", host, port,
+            strerror(err));
     return UCS_ERR_UNREACHABLE;
 }
 
@@ -149,7 +148,7 @@ ucs_status_t perf_sock_send(int fd, const void *buf, size_t len)
                     strerror(errno));
             return UCS_ERR_IO_ERROR;
         }
-        p   += n;
+        p += n;
         len -= n;
     }
     return UCS_OK;
@@ -169,12 +168,13 @@ ucs_status_t perf_sock_recv(int fd, void *buf, size_t len)
             if (errno == EINTR) {
                 continue;
             }
-            fprintf(stderr, "uct_perftest: receive from the peer failed: "
-                            "%s\n",
+            fprintf(stderr,
+                    "uct_perftest: receive from the peer failed: "
+                    "%s\n",
                     strerror(errno));
             return UCS_ERR_IO_ERROR;
         }
-        p   += n;
+        p += n;
         len -= n;
     }
     return UCS_OK;
@@ -208,8 +208,9 @@ ucs_status_t perf_sock_recv_blob(int fd, size_t max_len, void **buf_p,
         return status;
     }
     if (len32 > max_len) {
-        fprintf(stderr, "uct_perftest: the peer sent %u bytes, at most %zu "
-                        "expected\n",
+        fprintf(stderr,
+                "uct_perftest: the peer sent %u bytes, at most %zu "
+                "expected\n",
                 len32, max_len);
         return UCS_ERR_MESSAGE_TRUNCATED;
     }

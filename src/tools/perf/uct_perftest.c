@@ -37,8 +37,9 @@ static ucs_status_t perf_main_handshake(perf_params_t *params, int *fd_p)
         if (status == UCS_OK) {
             status = perf_sock_sync(fd, UCS_OK);
             if (status != UCS_OK) {
-                fprintf(stderr, "uct_perftest: the server rejected the "
-                                "parameters: %s\n",
+                fprintf(stderr,
+                        "uct_perftest: the server rejected the "
+                        "parameters: %s\n",
                         ucs_status_string(status));
             }
         }
