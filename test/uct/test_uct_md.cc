@@ -4,6 +4,8 @@
  */
 #include "uct_fixture.h"
 
+#include <infiniband/verbs.h>
+
 #include <cstring>
 #include <linux/capability.h>
 #include <sys/mman.h>
@@ -333,4 +335,59 @@ TEST_F(uct_md, memlock_limit_is_reported)
                                      "return UCS_ERR_EXCEEDS_LIMIT\n"
                                   << out;
     EXPECT_NE(std::string::npos, out.find("RLIMIT_MEMLOCK is 64 KiB")) << out;
+}
+
+/* Another verbs user of the process (its own context, PD and MR, opened
+ * first) keeps working while our md opens with UCX_IB_FORK_INIT=yes,
+ * registers, and closes. */
+TEST_F(uct_md, another_verbs_user_is_not_disturbed)
+{
+    uct_ib_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    int num                  = 0;
+    struct ibv_device **list = ibv_get_device_list(&num);
+    ASSERT_NE(nullptr, list);
+    struct ibv_context *ctx = nullptr;
+    for (int i = 0; i < num; ++i) {
+        if (!strcmp(ibv_get_device_name(list[i]), attr.dev_name)) {
+            ctx = ibv_open_device(list[i]);
+        }
+    }
+    ibv_free_device_list(list);
+    ASSERT_NE(nullptr, ctx);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    ASSERT_NE(nullptr, pd);
+    mapping theirs(65536), ours(65536);
+    struct ibv_mr *mr =
+        ibv_reg_mr(pd, theirs.ptr, theirs.len, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(nullptr, mr);
+
+    {
+        scoped_env fork_env("UCX_IB_FORK_INIT", "yes");
+        uct_ib_md_t *md = nullptr;
+        ucs_status_t st = uct_ib_md_open(dev_spec(), &md);
+        if (attr.fork_state == UCT_IB_FORK_DISABLED) {
+            /* too late for ibv_fork_init(): only our md refuses */
+            EXPECT_EQ(UCS_ERR_INVALID_PARAM, st);
+        } else {
+            ASSERT_EQ(UCS_OK, st);
+            uct_ib_mem_t *memh = nullptr;
+            ASSERT_EQ(UCS_OK, uct_ib_md_mem_reg(md, ours.ptr, ours.len,
+                                                UCT_IB_MEM_ACCESS_ALL, &memh));
+            EXPECT_NE(mr->lkey, uct_ib_mem_lkey(memh));
+            EXPECT_EQ(UCS_OK, uct_ib_md_mem_dereg(md, memh));
+            uct_ib_md_close(md);
+        }
+    }
+    /* their objects are intact: a second registration in their PD works
+     * and everything tears down cleanly */
+    struct ibv_mr *mr2 =
+        ibv_reg_mr(pd, ours.ptr, ours.len, IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_NE(nullptr, mr2);
+    if (mr2 != nullptr) {
+        EXPECT_EQ(0, ibv_dereg_mr(mr2));
+    }
+    EXPECT_EQ(0, ibv_dereg_mr(mr));
+    EXPECT_EQ(0, ibv_dealloc_pd(pd));
+    EXPECT_EQ(0, ibv_close_device(ctx));
 }

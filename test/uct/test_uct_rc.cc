@@ -357,7 +357,8 @@ TEST_F(uct_rc, peer_gone_times_out_instead_of_hanging)
 
 /* Registrations above UCX_IB_REG_MT_THRESH (pages faulted in by several
  * threads first) carry working keys over their whole range. */
-class uct_rc_mt_reg : public rc_test {
+class uct_rc_mt_reg : public rc_test
+{
     scoped_env m_thresh{"UCX_IB_REG_MT_THRESH", "1m"};
     scoped_env m_threads{"UCX_IB_REG_MT_THREADS", "4"};
     scoped_env m_methods{"UCX_IB_REG_METHODS", "direct"};
@@ -378,8 +379,8 @@ TEST_F(uct_rc_mt_reg, large_fresh_buffer_moves_data_end_to_end)
     /* first and last page of the range, then the whole of it */
     const size_t edge = 4096;
     ASSERT_EQ(UCS_OK, put(m_ep[0], src.ptr, edge, sm, dst.ptr, dm));
-    ASSERT_EQ(UCS_OK, put(m_ep[0], (uint8_t*)src.ptr + len - edge, edge, sm,
-                          (uint8_t*)dst.ptr + len - edge, dm));
+    ASSERT_EQ(UCS_OK, put(m_ep[0], (uint8_t *)src.ptr + len - edge, edge, sm,
+                          (uint8_t *)dst.ptr + len - edge, dm));
     std::string why;
     EXPECT_TRUE(check(dst.ptr, edge, 77, &why)) << why;
     ASSERT_EQ(UCS_OK, put(m_ep[0], src.ptr, len, sm, dst.ptr, dm));
@@ -400,7 +401,7 @@ TEST_F(uct_rc_mt_reg, large_fresh_buffer_moves_data_end_to_end)
 TEST_F(uct_rc, concurrent_registrations_from_threads)
 {
     const unsigned nthreads = 4, iters = 200;
-    const size_t len        = 64 * 1024;
+    const size_t len = 64 * 1024;
     mapping shared(len * 2);
     std::vector<std::unique_ptr<mapping>> own;
     for (unsigned i = 0; i < nthreads; ++i) {
@@ -412,7 +413,7 @@ TEST_F(uct_rc, concurrent_registrations_from_threads)
         threads.emplace_back([&, t]() {
             for (unsigned i = 0; i < iters; ++i) {
                 uct_ib_mem_t *a, *b;
-                uint8_t *s = (uint8_t*)shared.ptr + ((i + t) % 16) * 4096;
+                uint8_t *s = (uint8_t *)shared.ptr + ((i + t) % 16) * 4096;
                 if (uct_ib_md_mem_reg(m_md, s, len, UCT_IB_MEM_ACCESS_ALL,
                                       &a) != UCS_OK) {
                     ++failures;
