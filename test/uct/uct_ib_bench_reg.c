@@ -1,0 +1,173 @@
+/*
+ * uct_ib_bench_reg: cost of registering fresh (never touched) memory, one
+ * thread vs UCX_IB_REG_MT_THRESH (pages faulted in by several threads before
+ * the single ibv_reg_mr), and cached re-registration vs direct, measured in
+ * the same run; prints times and ratios, asserts nothing about speed.
+ *
+ *   uct_ib_bench_reg [DEV:PORT|-] [MIB] [ROUNDS]   (default first port, 64, 3)
+ *   uct_ib_bench_reg --prefault-only [MIB] [ROUNDS]  (no device needed)
+ */
+#include <uct/ib/uct_ib.h>
+#include <uct/ib/uct_ib_int.h> /* uct_ib_md_prefault_mt: measured alone */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uct_ib_md_t *open_md(const char *dev, const char *methods,
+                            const char *thresh)
+{
+    uct_ib_md_t *md;
+
+    setenv("UCX_IB_REG_METHODS", methods, 1);
+    setenv("UCX_IB_REG_MT_THRESH", thresh, 1);
+    if (uct_ib_md_open(dev, &md) != UCS_OK) {
+        fprintf(stderr, "cannot open the md\n");
+        exit(1);
+    }
+    return md;
+}
+
+/* Seconds to register a fresh mapping of len bytes (best of rounds);
+ * touched: its pages are written before (timing the pinning alone). */
+static double reg_fresh(uct_ib_md_t *md, size_t len, int rounds, int touched)
+{
+    double best = 1e9, t;
+    uct_ib_mem_t *memh;
+    void *p;
+    int i;
+
+    for (i = 0; i < rounds; ++i) {
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+        if (p == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+        if (touched) {
+            memset(p, 1, len);
+        }
+        t = now_s();
+        if (uct_ib_md_mem_reg(md, p, len, UCT_IB_MEM_ACCESS_ALL, &memh) !=
+            UCS_OK) {
+            exit(1);
+        }
+        t    = now_s() - t;
+        best = (t < best) ? t : best;
+        uct_ib_md_mem_dereg(md, memh);
+        munmap(p, len);
+    }
+    return best;
+}
+
+/* Seconds per registration of the same buffer (reg + dereg), n times. */
+static double reg_again(uct_ib_md_t *md, void *p, size_t len, int n)
+{
+    uct_ib_mem_t *memh;
+    double t = now_s();
+    int i;
+
+    for (i = 0; i < n; ++i) {
+        if (uct_ib_md_mem_reg(md, p, len, UCT_IB_MEM_ACCESS_ALL, &memh) !=
+            UCS_OK) {
+            exit(1);
+        }
+        uct_ib_md_mem_dereg(md, memh);
+    }
+    return (now_s() - t) / n;
+}
+
+/* Seconds to fault in a fresh mapping with nthreads (best of rounds). */
+static double prefault_fresh(size_t len, unsigned nthreads, int rounds)
+{
+    double best = 1e9, t;
+    void *p;
+    int i;
+
+    for (i = 0; i < rounds; ++i) {
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+        if (p == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+        t = now_s();
+        if (uct_ib_md_prefault_mt(p, len, 1, nthreads) != UCS_OK) {
+            fprintf(stderr, "MADV_POPULATE_WRITE is not supported here\n");
+            exit(1);
+        }
+        t    = now_s() - t;
+        best = (t < best) ? t : best;
+        munmap(p, len);
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dev =
+        (argc > 1) && strcmp(argv[1], "-") && strcmp(argv[1], "--prefault-only")
+            ? argv[1]
+            : NULL;
+    size_t len = (size_t)((argc > 2) ? atoi(argv[2]) : 64) << 20;
+    int rounds = (argc > 3) ? atoi(argv[3]) : 3;
+    uct_ib_md_attr_t attr;
+    double one, mt, pinned, direct, cached;
+    uct_ib_md_t *md;
+    void *p;
+
+    {
+        long cpus  = sysconf(_SC_NPROCESSORS_ONLN);
+        unsigned n = (cpus < 2) ? 2 : (cpus > 16) ? 16 : (unsigned)cpus;
+        double p1  = prefault_fresh(len, 1, rounds);
+        double pn  = prefault_fresh(len, n, rounds);
+        printf("fault in %zu MiB: 1 thread %.1f ms, %u threads %.1f ms, "
+               "ratio %.2fx\n",
+               len >> 20, p1 * 1e3, n, pn * 1e3, p1 / pn);
+        if ((argc > 1) && !strcmp(argv[1], "--prefault-only")) {
+            return 0;
+        }
+    }
+
+    md     = open_md(dev, "direct", "inf");
+    one    = reg_fresh(md, len, rounds, 0);
+    pinned = reg_fresh(md, len, rounds, 1);
+    uct_ib_md_close(md);
+
+    md = open_md(dev, "direct", "1m");
+    uct_ib_md_query(md, &attr);
+    mt = reg_fresh(md, len, rounds, 0);
+    uct_ib_md_close(md);
+
+    printf("fresh %zu MiB, direct: 1 thread %.1f ms, %u threads "
+           "(REG_MT_THRESH=1m) %.1f ms, ratio %.2fx\n",
+           len >> 20, one * 1e3, attr.reg_mt_threads, mt * 1e3, one / mt);
+    printf("  (the same size with its pages already present: %.1f ms, so "
+           "page faults are %.0f%% of a fresh registration)\n",
+           pinned * 1e3, 100.0 * (one - pinned) / one);
+
+    p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+             -1, 0);
+    memset(p, 1, 1 << 20);
+    md     = open_md(dev, "direct", "inf");
+    direct = reg_again(md, p, 1 << 20, 50);
+    uct_ib_md_close(md);
+    md     = open_md(dev, "rcache", "inf");
+    cached = reg_again(md, p, 1 << 20, 50);
+    uct_ib_md_close(md);
+    printf("1 MiB again, 50 times: direct %.1f us, rcache %.2f us, ratio "
+           "%.0fx\n",
+           direct * 1e6, cached * 1e6, direct / cached);
+    munmap(p, 1 << 20);
+    return 0;
+}
