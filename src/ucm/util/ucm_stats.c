@@ -1,0 +1,264 @@
+/*
+ * Handler accounting (UCM_STATS=y); see ucm_stats.h.
+ */
+#include "ucm_stats.h"
+
+#include <ucm/event/ucm_event.h>
+#include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_sys.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define UCM_STATS_NUM_TYPES 32
+#define UCM_STATS_LINE_MAX  UCM_LOG_MAX
+
+typedef struct ucm_stats_record {
+    ucm_event_callback_t cb;       /* the handler's own callback and arg */
+    void                 *arg;
+    int                  events;   /* as registered */
+    int                  active;   /* events not yet removed */
+    int                  priority;
+    unsigned long        count[UCM_STATS_NUM_TYPES]; /* by event bit */
+    unsigned long        unmapped_bytes;
+} ucm_stats_record_t;
+
+static ucm_stats_record_t ucm_stats_records[UCM_STATS_MAX_HANDLERS];
+static unsigned ucm_stats_num_records;
+static int ucm_stats_enabled = -1; /* -1: environment not read yet */
+static pthread_mutex_t ucm_stats_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ucm_stats_fork_locked;
+static const char ucm_stats_full_msg[] =
+        "UCM STATS handler table full: further handlers are not counted";
+
+static const char *ucm_stats_type_names[UCM_STATS_NUM_TYPES] = {
+    [0] = "MMAP",           [1] = "MUNMAP",          [2] = "MREMAP",
+    [3] = "SHMAT",          [4] = "SHMDT",           [5] = "SBRK",
+    [6] = "MADVISE",        [7] = "BRK",             [16] = "VM_MAPPED",
+    [17] = "VM_UNMAPPED",   [20] = "MEM_TYPE_ALLOC", [21] = "MEM_TYPE_FREE"
+};
+
+/* Hook context: count, then call the real handler. */
+static void ucm_stats_trampoline(ucm_event_type_t type, ucm_event_t *event,
+                                 void *arg)
+{
+    ucm_stats_record_t *rec = arg;
+    unsigned bit            = (unsigned)__builtin_ctz((unsigned)type);
+
+    if (bit < UCM_STATS_NUM_TYPES) {
+        __atomic_add_fetch(&rec->count[bit], 1, __ATOMIC_RELAXED);
+    }
+    if (type == UCM_EVENT_VM_UNMAPPED) {
+        __atomic_add_fetch(&rec->unmapped_bytes, event->vm_unmapped.size,
+                           __ATOMIC_RELAXED);
+    }
+    rec->cb(type, event, rec->arg);
+}
+
+static void ucm_stats_write_line(const char *line, size_t len)
+{
+    char buf[UCM_STATS_LINE_MAX + 1];
+
+    if (len > UCM_STATS_LINE_MAX) {
+        len = UCM_STATS_LINE_MAX;
+    }
+    memcpy(buf, line, len);
+    buf[len++] = '\n';
+    ucm_sys_write(2, buf, len);
+}
+
+/* "libucs.so.0+0x1234" for a code address, or the address itself. */
+static void ucm_stats_describe_code(const void *addr, char *buf, size_t max)
+{
+    const char *base;
+    Dl_info info;
+
+    if ((dladdr(addr, &info) == 0) || (info.dli_fname == NULL)) {
+        ucm_log_snprintf(buf, max, "%p", addr);
+        return;
+    }
+    base = strrchr(info.dli_fname, '/');
+    base = (base != NULL) ? base + 1 : info.dli_fname;
+    if (base[0] == '\0') {
+        base = "main";
+    }
+    ucm_log_snprintf(buf, max, "%s+0x%lx", base,
+                     (unsigned long)((const char*)addr -
+                                     (const char*)info.dli_fbase));
+}
+
+static size_t ucm_stats_format_events(int events, char *buf, size_t max)
+{
+    size_t len = 0;
+    unsigned bit;
+
+    buf[0] = '\0';
+    for (bit = 0; bit < UCM_STATS_NUM_TYPES; ++bit) {
+        if (!(events & (1u << bit)) || (ucm_stats_type_names[bit] == NULL)) {
+            continue;
+        }
+        len += ucm_log_snprintf(buf + len, max - len, "%s%s",
+                                (len > 0) ? "|" : "",
+                                ucm_stats_type_names[bit]);
+    }
+    return len;
+}
+
+/* Lock held (or at exit). */
+static void ucm_stats_record_print(const ucm_stats_record_t *rec,
+                                   const char *what)
+{
+    char line[UCM_STATS_LINE_MAX], where[128], names[160];
+    size_t len;
+    unsigned bit;
+
+    ucm_stats_describe_code((const void*)rec->cb, where, sizeof(where));
+    ucm_stats_format_events(rec->events, names, sizeof(names));
+    len = ucm_log_snprintf(line, sizeof(line),
+                           "UCM STATS [%ld] %s: handler %s arg %p events %s "
+                           "priority %d%s:",
+                           ucm_sys_getpid(), what, where, rec->arg, names,
+                           rec->priority,
+                           (rec->active == 0) ? " (removed)" : "");
+    for (bit = 0; bit < UCM_STATS_NUM_TYPES; ++bit) {
+        if (!(rec->events & (1u << bit)) ||
+            (ucm_stats_type_names[bit] == NULL)) {
+            continue;
+        }
+        len += ucm_log_snprintf(line + len, sizeof(line) - len, " %s=%lu",
+                                ucm_stats_type_names[bit],
+                                __atomic_load_n(&rec->count[bit],
+                                                __ATOMIC_RELAXED));
+    }
+    if (rec->events & UCM_EVENT_VM_UNMAPPED) {
+        len += ucm_log_snprintf(line + len, sizeof(line) - len,
+                                " unmapped_bytes=%lu",
+                                __atomic_load_n(&rec->unmapped_bytes,
+                                                __ATOMIC_RELAXED));
+    }
+    ucm_stats_write_line(line, len);
+}
+
+static void __attribute__((destructor)) ucm_stats_at_exit(void)
+{
+    unsigned i, n = __atomic_load_n(&ucm_stats_num_records, __ATOMIC_ACQUIRE);
+
+    for (i = 0; i < n; ++i) {
+        ucm_stats_record_print(&ucm_stats_records[i], "at exit");
+    }
+}
+
+/* fork(): the lock is taken before the other libucm locks (it is held
+ * around ucm_event_handler_remove); from inside an event handler only
+ * try-locked, as in ucm_init.c. */
+static void ucm_stats_atfork_prepare(void)
+{
+    if (ucm_rcu_in_read_section()) {
+        ucm_stats_fork_locked = (pthread_mutex_trylock(&ucm_stats_lock) == 0);
+    } else {
+        pthread_mutex_lock(&ucm_stats_lock);
+        ucm_stats_fork_locked = 1;
+    }
+}
+
+static void ucm_stats_atfork_parent(void)
+{
+    if (ucm_stats_fork_locked) {
+        pthread_mutex_unlock(&ucm_stats_lock);
+    }
+}
+
+static void ucm_stats_atfork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+    if (ucm_stats_fork_locked) {
+        pthread_mutex_unlock(&ucm_stats_lock);
+    } else {
+        ucm_stats_lock = fresh;
+    }
+}
+
+/* Lock held. */
+static int ucm_stats_is_enabled(void)
+{
+    const char *env;
+
+    if (ucm_stats_enabled < 0) {
+        env               = getenv("UCM_STATS");
+        ucm_stats_enabled = (env != NULL) &&
+                            ((env[0] == 'y') || (env[0] == 'Y') ||
+                             (env[0] == '1') || !strcasecmp(env, "on"));
+        if (ucm_stats_enabled) {
+            /* registered after ucm_init's: its prepare runs first */
+            pthread_atfork(ucm_stats_atfork_prepare, ucm_stats_atfork_parent,
+                           ucm_stats_atfork_child);
+        }
+    }
+    return ucm_stats_enabled;
+}
+
+int ucm_stats_handler_wrap(int events, int priority, ucm_event_callback_t *cb_p,
+                           void **arg_p)
+{
+    ucm_stats_record_t *rec;
+
+    pthread_mutex_lock(&ucm_stats_lock);
+    if (!ucm_stats_is_enabled()) {
+        pthread_mutex_unlock(&ucm_stats_lock);
+        return 0;
+    }
+    if (ucm_stats_num_records >= UCM_STATS_MAX_HANDLERS) {
+        pthread_mutex_unlock(&ucm_stats_lock);
+        ucm_stats_write_line(ucm_stats_full_msg, strlen(ucm_stats_full_msg));
+        return 0;
+    }
+    rec           = &ucm_stats_records[ucm_stats_num_records];
+    rec->cb       = *cb_p;
+    rec->arg      = *arg_p;
+    rec->events   = events;
+    rec->active   = events;
+    rec->priority = priority;
+    __atomic_store_n(&ucm_stats_num_records, ucm_stats_num_records + 1,
+                     __ATOMIC_RELEASE);
+    ucm_stats_record_print(rec, "installed");
+    pthread_mutex_unlock(&ucm_stats_lock);
+    *cb_p  = ucm_stats_trampoline;
+    *arg_p = rec;
+    return 1;
+}
+
+void ucm_stats_handler_wrap_cancel(void *wrapped_arg)
+{
+    ucm_stats_record_t *rec = wrapped_arg;
+
+    pthread_mutex_lock(&ucm_stats_lock);
+    rec->active = 0;
+    rec->events = 0; /* prints as an empty record */
+    pthread_mutex_unlock(&ucm_stats_lock);
+}
+
+void ucm_stats_handler_remove(int events, ucm_event_callback_t cb, void *arg)
+{
+    ucm_stats_record_t *rec;
+    unsigned i;
+
+    pthread_mutex_lock(&ucm_stats_lock);
+    if (ucm_stats_enabled <= 0) {
+        pthread_mutex_unlock(&ucm_stats_lock);
+        return;
+    }
+    for (i = 0; i < ucm_stats_num_records; ++i) {
+        rec = &ucm_stats_records[i];
+        if ((rec->cb != cb) || (rec->arg != arg) || !(rec->active & events)) {
+            continue;
+        }
+        ucm_event_handler_remove(events, ucm_stats_trampoline, rec);
+        rec->active &= ~events;
+        ucm_stats_record_print(rec, "removed");
+    }
+    pthread_mutex_unlock(&ucm_stats_lock);
+}

@@ -1,0 +1,39 @@
+/*
+ * Optional accounting of the event handlers other libraries install, for
+ * proving what a stock UCX does with our hooks (UCM_STATS=y in the
+ * environment; read once, at the first ucm_set_event_handler).
+ *
+ * When enabled, every handler added through ucm_set_event_handler is
+ * registered through a counting trampoline: deliveries are counted per event
+ * type (VM_UNMAPPED also in bytes), one line is written when a handler is
+ * added or removed, and a summary line per handler at process exit.  Lines
+ * start with "UCM STATS" and go to stderr whatever UCX_MEM_LOG_LEVEL is.
+ * When disabled (the default) nothing is wrapped and dispatch is unchanged.
+ *
+ * The trampoline is hook context: atomic counters only.  The other functions
+ * are called by ucm_set_event_handler / ucm_unset_event_handler (not hook
+ * context) and take their own mutex.  At most UCM_STATS_MAX_HANDLERS
+ * registrations are tracked; later ones are registered unwrapped (one line
+ * says so).
+ */
+#ifndef UCM_STATS_H_
+#define UCM_STATS_H_
+
+#include <ucm/api/ucm.h>
+
+#define UCM_STATS_MAX_HANDLERS 64
+
+/* If stats are enabled, replace (*cb_p, *arg_p) by the trampoline and its
+ * record for a handler about to be added with (events, priority).  Returns 1
+ * if it did, 0 if the caller registers the originals. */
+int ucm_stats_handler_wrap(int events, int priority, ucm_event_callback_t *cb_p,
+                           void **arg_p);
+
+/* The add of a wrapped handler failed: forget its record. */
+void ucm_stats_handler_wrap_cancel(void *wrapped_arg);
+
+/* Remove 'events' from every wrapped registration of (cb, arg), through
+ * ucm_event_handler_remove.  No-op when stats are disabled. */
+void ucm_stats_handler_remove(int events, ucm_event_callback_t cb, void *arg);
+
+#endif
