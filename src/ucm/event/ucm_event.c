@@ -62,12 +62,14 @@ UCS_F_HOT static void ucm_event_range_dispatch(ucm_event_type_t type,
 
 void ucm_vm_mmap(void *addr, size_t length)
 {
+    ucm_stats_external_call(UCM_EVENT_VM_MAPPED);
     ucm_event_range_dispatch(UCM_EVENT_VM_MAPPED, addr, length,
                              UCS_MEMORY_TYPE_HOST);
 }
 
 void ucm_vm_munmap(void *addr, size_t length)
 {
+    ucm_stats_external_call(UCM_EVENT_VM_UNMAPPED);
     ucm_event_range_dispatch(UCM_EVENT_VM_UNMAPPED, addr, length,
                              UCS_MEMORY_TYPE_HOST);
 }

@@ -3,6 +3,7 @@
  */
 #include "ucm_stats.h"
 
+#include <ucm/api/ucm_ext.h>
 #include <ucm/event/ucm_event.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_sys.h>
@@ -24,6 +25,7 @@ typedef struct ucm_stats_record {
     int                  priority;
     unsigned long        count[UCM_STATS_NUM_TYPES]; /* by event bit */
     unsigned long        unmapped_bytes;
+    unsigned long        unmapped_max;   /* largest single VM_UNMAPPED */
 } ucm_stats_record_t;
 
 static ucm_stats_record_t ucm_stats_records[UCM_STATS_MAX_HANDLERS];
@@ -31,6 +33,8 @@ static unsigned ucm_stats_num_records;
 static int ucm_stats_enabled = -1; /* -1: environment not read yet */
 static pthread_mutex_t ucm_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ucm_stats_fork_locked;
+static unsigned long ucm_stats_external_vm_mapped;
+static unsigned long ucm_stats_external_vm_unmapped;
 static const char ucm_stats_full_msg[] =
         "UCM STATS handler table full: further handlers are not counted";
 
@@ -47,6 +51,7 @@ static void ucm_stats_trampoline(ucm_event_type_t type, ucm_event_t *event,
 {
     ucm_stats_record_t *rec = arg;
     unsigned bit            = (unsigned)__builtin_ctz((unsigned)type);
+    unsigned long max;
 
     if (bit < UCM_STATS_NUM_TYPES) {
         __atomic_add_fetch(&rec->count[bit], 1, __ATOMIC_RELAXED);
@@ -54,6 +59,13 @@ static void ucm_stats_trampoline(ucm_event_type_t type, ucm_event_t *event,
     if (type == UCM_EVENT_VM_UNMAPPED) {
         __atomic_add_fetch(&rec->unmapped_bytes, event->vm_unmapped.size,
                            __ATOMIC_RELAXED);
+        max = __atomic_load_n(&rec->unmapped_max, __ATOMIC_RELAXED);
+        while ((event->vm_unmapped.size > max) &&
+               !__atomic_compare_exchange_n(&rec->unmapped_max, &max,
+                                            event->vm_unmapped.size, 0,
+                                            __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED)) {
+        }
     }
     rec->cb(type, event, rec->arg);
 }
@@ -135,20 +147,51 @@ static void ucm_stats_record_print(const ucm_stats_record_t *rec,
     }
     if (rec->events & UCM_EVENT_VM_UNMAPPED) {
         len += ucm_log_snprintf(line + len, sizeof(line) - len,
-                                " unmapped_bytes=%lu",
+                                " unmapped_bytes=%lu unmapped_max=%lu",
                                 __atomic_load_n(&rec->unmapped_bytes,
+                                                __ATOMIC_RELAXED),
+                                __atomic_load_n(&rec->unmapped_max,
                                                 __ATOMIC_RELAXED));
     }
     ucm_stats_write_line(line, len);
 }
 
+void ucm_stats_external_call(ucm_event_type_t type)
+{
+    if (__atomic_load_n(&ucm_stats_enabled, __ATOMIC_RELAXED) <= 0) {
+        return;
+    }
+    __atomic_add_fetch((type == UCM_EVENT_VM_MAPPED) ?
+                               &ucm_stats_external_vm_mapped :
+                               &ucm_stats_external_vm_unmapped,
+                       1, __ATOMIC_RELAXED);
+}
+
 static void __attribute__((destructor)) ucm_stats_at_exit(void)
 {
     unsigned i, n = __atomic_load_n(&ucm_stats_num_records, __ATOMIC_ACQUIRE);
+    char line[UCM_STATS_LINE_MAX], names[160];
+    size_t len;
 
+    if (ucm_stats_enabled <= 0) {
+        return;
+    }
     for (i = 0; i < n; ++i) {
         ucm_stats_record_print(&ucm_stats_records[i], "at exit");
     }
+    ucm_stats_format_events(__atomic_load_n(&ucm_event_external,
+                                            __ATOMIC_RELAXED),
+                            names, sizeof(names));
+    len = ucm_log_snprintf(line, sizeof(line),
+                           "UCM STATS [%ld] at exit: hooks %s, external "
+                           "events %s, ucm_vm_munmap calls %lu, ucm_vm_mmap "
+                           "calls %lu",
+                           ucm_sys_getpid(),
+                           ucm_mmap_hook_modes[ucm_hooks_installed_mode()],
+                           (names[0] != '\0') ? names : "none",
+                           ucm_stats_external_vm_unmapped,
+                           ucm_stats_external_vm_mapped);
+    ucm_stats_write_line(line, len);
 }
 
 /* fork(): the lock is taken before the other libucm locks (it is held

@@ -6,7 +6,9 @@
  * When enabled, every handler added through ucm_set_event_handler is
  * registered through a counting trampoline: deliveries are counted per event
  * type (VM_UNMAPPED also in bytes), one line is written when a handler is
- * added or removed, and a summary line per handler at process exit.  Lines
+ * added or removed, a summary line per handler at process exit, and one
+ * for the process (hook mode, events declared external and how many were
+ * fed through ucm_vm_munmap / ucm_vm_mmap).  Lines
  * start with "UCM STATS" and go to stderr whatever UCX_MEM_LOG_LEVEL is.
  * When disabled (the default) nothing is wrapped and dispatch is unchanged.
  *
@@ -31,6 +33,10 @@ int ucm_stats_handler_wrap(int events, int priority, ucm_event_callback_t *cb_p,
 
 /* The add of a wrapped handler failed: forget its record. */
 void ucm_stats_handler_wrap_cancel(void *wrapped_arg);
+
+/* Count a call of ucm_vm_mmap / ucm_vm_munmap (events fed from outside,
+ * e.g. by Open MPI's patcher).  Hook context. */
+void ucm_stats_external_call(ucm_event_type_t type);
 
 /* Remove 'events' from every wrapped registration of (cb, arg), through
  * ucm_event_handler_remove.  No-op when stats are disabled. */
