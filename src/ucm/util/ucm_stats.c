@@ -45,6 +45,27 @@ static const char *ucm_stats_type_names[UCM_STATS_NUM_TYPES] = {
     [17] = "VM_UNMAPPED",   [20] = "MEM_TYPE_ALLOC", [21] = "MEM_TYPE_FREE"
 };
 
+/* UCM_STATS=v: one line per delivery of a range event.  Hook context. */
+static void ucm_stats_trace(const ucm_stats_record_t *rec,
+                            ucm_event_type_t type, const ucm_event_t *event)
+{
+    char line[160];
+    unsigned bit = (unsigned)__builtin_ctz((unsigned)type);
+    size_t len;
+
+    if ((type != UCM_EVENT_VM_UNMAPPED) && (type != UCM_EVENT_VM_MAPPED) &&
+        (type != UCM_EVENT_MEM_TYPE_FREE) && (type != UCM_EVENT_MEM_TYPE_ALLOC)) {
+        return;
+    }
+    len = ucm_log_snprintf(line, sizeof(line),
+                           "UCM STATS [%ld] event %s %p size %zu to handler "
+                           "#%u\n",
+                           ucm_sys_getpid(), ucm_stats_type_names[bit],
+                           event->vm_unmapped.address, event->vm_unmapped.size,
+                           (unsigned)(rec - ucm_stats_records));
+    ucm_sys_write(2, line, len);
+}
+
 /* Hook context: count, then call the real handler. */
 static void ucm_stats_trampoline(ucm_event_type_t type, ucm_event_t *event,
                                  void *arg)
@@ -66,6 +87,9 @@ static void ucm_stats_trampoline(ucm_event_type_t type, ucm_event_t *event,
                                             __ATOMIC_RELAXED,
                                             __ATOMIC_RELAXED)) {
         }
+    }
+    if (ucm_stats_enabled > 1) {
+        ucm_stats_trace(rec, type, event);
     }
     rec->cb(type, event, rec->arg);
 }
@@ -130,9 +154,11 @@ static void ucm_stats_record_print(const ucm_stats_record_t *rec,
     ucm_stats_describe_code((const void*)rec->cb, where, sizeof(where));
     ucm_stats_format_events(rec->events, names, sizeof(names));
     len = ucm_log_snprintf(line, sizeof(line),
-                           "UCM STATS [%ld] %s: handler %s arg %p events %s "
-                           "priority %d%s:",
-                           ucm_sys_getpid(), what, where, rec->arg, names,
+                           "UCM STATS [%ld] %s: handler #%u %s arg %p events "
+                           "%s priority %d%s:",
+                           ucm_sys_getpid(), what,
+                           (unsigned)(rec - ucm_stats_records), where, rec->arg,
+                           names,
                            rec->priority,
                            (rec->active == 0) ? " (removed)" : "");
     for (bit = 0; bit < UCM_STATS_NUM_TYPES; ++bit) {
@@ -232,7 +258,8 @@ static int ucm_stats_is_enabled(void)
 
     if (ucm_stats_enabled < 0) {
         env               = getenv("UCM_STATS");
-        ucm_stats_enabled = (env != NULL) &&
+        ucm_stats_enabled = (env == NULL) ? 0 :
+                            ((env[0] == 'v') || (env[0] == 'V')) ? 2 :
                             ((env[0] == 'y') || (env[0] == 'Y') ||
                              (env[0] == '1') || !strcasecmp(env, "on"));
         if (ucm_stats_enabled) {

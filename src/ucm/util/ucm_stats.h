@@ -10,7 +10,10 @@
  * for the process (hook mode, events declared external and how many were
  * fed through ucm_vm_munmap / ucm_vm_mmap).  Lines
  * start with "UCM STATS" and go to stderr whatever UCX_MEM_LOG_LEVEL is.
- * When disabled (the default) nothing is wrapped and dispatch is unchanged.
+ * UCM_STATS=v also writes one line per range event (VM_MAPPED, VM_UNMAPPED,
+ * MEM_TYPE_*) delivered to a counted handler ("handler #N" as numbered in the
+ * other lines).  When disabled (the default) nothing is wrapped and dispatch
+ * is unchanged.
  *
  * The trampoline is hook context: atomic counters only.  The other functions
  * are called by ucm_set_event_handler / ucm_unset_event_handler (not hook
