@@ -112,13 +112,19 @@ mpirun_case ours-h1-noevents 1 no bistro ours
 mpirun_case stock-h0-noevents 0 no bistro stock
 mpirun_case stock-h1-noevents 1 no bistro stock
 mpirun_case ours-h0-reloc 0 yes reloc ours
-mpirun_case stock-h0-reloc 0 yes reloc stock 60
+# stock UCX 1.13 in reloc mode under Open MPI printed nothing within 60 s in
+# our runs: opt-in, to keep this script near 6 minutes under TCG
+cases_extra=()
+if [ "${MPI_REUSE_STOCK_RELOC:-0}" = 1 ]; then
+    mpirun_case stock-h0-reloc 0 yes reloc stock 60
+    cases_extra=(stock-h0-reloc)
+fi
 
 echo
 echo "=== mpi_vm_reuse, $size bytes, $gens sends per variant, rc_verbs on $dev ($((SECONDS - t0)) s)"
 printf '%-22s %-5s %-7s %-7s %-7s %-7s %-7s %-4s %s\n' case exit munmap free mremap shmdt brk ompi "rcache-VM_UNMAPPED(rank0/1)  libucm-source"
 for c in ours-h0 ours-h1 stock-h0 stock-h1 ours-h0-noevents ours-h1-noevents \
-         stock-h0-noevents stock-h1-noevents ours-h0-reloc stock-h0-reloc; do
+         stock-h0-noevents stock-h1-noevents ours-h0-reloc "${cases_extra[@]}"; do
     summary $c
 done
 echo "(ompi 'warn': Open MPI printed \"UCX is unable to handle VM_UNMAP event\"; STALE: the"
@@ -137,4 +143,5 @@ if [ $failures -ne 0 ]; then
     for c in ours-h0 ours-h1; do echo "--- $c log:"; tail -30 "$work/$c.log"; done
     exit 1
 fi
-echo "40-openmpi: passed (our libucm, events on, Open MPI hooks 0 and 1: every variant correct)"
+echo "40-openmpi: passed (our libucm, events on: every variant correct with Open MPI's hooks off;"
+echo "  with them on, every variant but mremap, whose outcome is Open MPI's patcher's: reported above)"
