@@ -143,7 +143,7 @@ static size_t ucm_stats_format_events(int events, char *buf, size_t max)
     return len;
 }
 
-/* Lock held (or at exit). */
+/* Any context but hook context (dladdr). */
 static void ucm_stats_record_print(const ucm_stats_record_t *rec,
                                    const char *what)
 {
@@ -220,9 +220,9 @@ static void __attribute__((destructor)) ucm_stats_at_exit(void)
     ucm_stats_write_line(line, len);
 }
 
-/* fork(): the lock is taken before the other libucm locks (it is held
- * around ucm_event_handler_remove); from inside an event handler only
- * try-locked, as in ucm_init.c. */
+/* fork(): the lock is a leaf (held only around the record table, never
+ * while calling out), so it is simply held across fork; from inside an
+ * event handler only try-locked, as in ucm_init.c. */
 static void ucm_stats_atfork_prepare(void)
 {
     if (ucm_rcu_in_read_section()) {
@@ -251,51 +251,51 @@ static void ucm_stats_atfork_child(void)
     }
 }
 
-/* Lock held. */
-static int ucm_stats_is_enabled(void)
+/* The environment is read once, at load time: when stats are off, the
+ * handler paths take no lock at all. */
+static void UCS_F_CTOR ucm_stats_init(void)
 {
-    const char *env;
+    const char *env = getenv("UCM_STATS");
+    int enabled;
 
-    if (ucm_stats_enabled < 0) {
-        env               = getenv("UCM_STATS");
-        ucm_stats_enabled = (env == NULL) ? 0 :
-                            ((env[0] == 'v') || (env[0] == 'V')) ? 2 :
-                            ((env[0] == 'y') || (env[0] == 'Y') ||
-                             (env[0] == '1') || !strcasecmp(env, "on"));
-        if (ucm_stats_enabled) {
-            /* registered after ucm_init's: its prepare runs first */
-            pthread_atfork(ucm_stats_atfork_prepare, ucm_stats_atfork_parent,
-                           ucm_stats_atfork_child);
-        }
+    enabled = (env == NULL) ? 0 :
+              ((env[0] == 'v') || (env[0] == 'V')) ? 2 :
+              ((env[0] == 'y') || (env[0] == 'Y') || (env[0] == '1') ||
+               !strcasecmp(env, "on"));
+    if (enabled) {
+        pthread_atfork(ucm_stats_atfork_prepare, ucm_stats_atfork_parent,
+                       ucm_stats_atfork_child);
     }
-    return ucm_stats_enabled;
+    __atomic_store_n(&ucm_stats_enabled, enabled, __ATOMIC_RELEASE);
 }
 
 int ucm_stats_handler_wrap(int events, int priority, ucm_event_callback_t *cb_p,
                            void **arg_p)
 {
-    ucm_stats_record_t *rec;
+    ucm_stats_record_t *rec = NULL;
 
-    pthread_mutex_lock(&ucm_stats_lock);
-    if (!ucm_stats_is_enabled()) {
-        pthread_mutex_unlock(&ucm_stats_lock);
+    if (__atomic_load_n(&ucm_stats_enabled, __ATOMIC_ACQUIRE) <= 0) {
         return 0;
     }
-    if (ucm_stats_num_records >= UCM_STATS_MAX_HANDLERS) {
-        pthread_mutex_unlock(&ucm_stats_lock);
+    pthread_mutex_lock(&ucm_stats_lock);
+    if (ucm_stats_num_records < UCM_STATS_MAX_HANDLERS) {
+        rec           = &ucm_stats_records[ucm_stats_num_records];
+        rec->cb       = *cb_p;
+        rec->arg      = *arg_p;
+        rec->events   = events;
+        rec->active   = events;
+        rec->priority = priority;
+        __atomic_store_n(&ucm_stats_num_records, ucm_stats_num_records + 1,
+                         __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ucm_stats_lock);
+    if (rec == NULL) {
         ucm_stats_write_line(ucm_stats_full_msg, strlen(ucm_stats_full_msg));
         return 0;
     }
-    rec           = &ucm_stats_records[ucm_stats_num_records];
-    rec->cb       = *cb_p;
-    rec->arg      = *arg_p;
-    rec->events   = events;
-    rec->active   = events;
-    rec->priority = priority;
-    __atomic_store_n(&ucm_stats_num_records, ucm_stats_num_records + 1,
-                     __ATOMIC_RELEASE);
+    /* records are never freed: print without the lock (dladdr takes the
+     * loader's lock) */
     ucm_stats_record_print(rec, "installed");
-    pthread_mutex_unlock(&ucm_stats_lock);
     *cb_p  = ucm_stats_trampoline;
     *arg_p = rec;
     return 1;
@@ -314,21 +314,25 @@ void ucm_stats_handler_wrap_cancel(void *wrapped_arg)
 void ucm_stats_handler_remove(int events, ucm_event_callback_t cb, void *arg)
 {
     ucm_stats_record_t *rec;
-    unsigned i;
+    unsigned i, n;
+    int found;
 
-    pthread_mutex_lock(&ucm_stats_lock);
-    if (ucm_stats_enabled <= 0) {
-        pthread_mutex_unlock(&ucm_stats_lock);
+    if (__atomic_load_n(&ucm_stats_enabled, __ATOMIC_ACQUIRE) <= 0) {
         return;
     }
-    for (i = 0; i < ucm_stats_num_records; ++i) {
+    n = __atomic_load_n(&ucm_stats_num_records, __ATOMIC_ACQUIRE);
+    for (i = 0; i < n; ++i) {
         rec = &ucm_stats_records[i];
-        if ((rec->cb != cb) || (rec->arg != arg) || !(rec->active & events)) {
-            continue;
+        pthread_mutex_lock(&ucm_stats_lock);
+        found = (rec->cb == cb) && (rec->arg == arg) && (rec->active & events);
+        if (found) {
+            rec->active &= ~events;
         }
-        ucm_event_handler_remove(events, ucm_stats_trampoline, rec);
-        rec->active &= ~events;
-        ucm_stats_record_print(rec, "removed");
+        pthread_mutex_unlock(&ucm_stats_lock);
+        if (found) {
+            /* waits until no thread runs the trampoline for it */
+            ucm_event_handler_remove(events, ucm_stats_trampoline, rec);
+            ucm_stats_record_print(rec, "removed");
+        }
     }
-    pthread_mutex_unlock(&ucm_stats_lock);
 }

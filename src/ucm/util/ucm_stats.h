@@ -1,7 +1,7 @@
 /*
  * Optional accounting of the event handlers other libraries install, for
  * proving what a stock UCX does with our hooks (UCM_STATS=y in the
- * environment; read once, at the first ucm_set_event_handler).
+ * environment; read once, when libucm is loaded).
  *
  * When enabled, every handler added through ucm_set_event_handler is
  * registered through a counting trampoline: deliveries are counted per event
@@ -17,7 +17,8 @@
  *
  * The trampoline is hook context: atomic counters only.  The other functions
  * are called by ucm_set_event_handler / ucm_unset_event_handler (not hook
- * context) and take their own mutex.  At most UCM_STATS_MAX_HANDLERS
+ * context); when stats are on they take a leaf mutex of their own (held
+ * across fork), when off no lock at all.  At most UCM_STATS_MAX_HANDLERS
  * registrations are tracked; later ones are registered unwrapped (one line
  * says so).
  */
