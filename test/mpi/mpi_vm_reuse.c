@@ -51,20 +51,28 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define REUSE_TAG_DATA   1
+#define REUSE_TAG_DATA 1
 #define REUSE_TAG_RESULT 2
-#define REUSE_TRIES      16
+#define REUSE_TRIES 16
 
-enum { REUSE_OK, REUSE_STALE, REUSE_CORRUPT, REUSE_NOREUSE,
-       REUSE_NOTRELEASED, REUSE_ERROR };
-static const char *reuse_result_names[] = {"OK", "STALE", "CORRUPT",
+enum {
+    REUSE_OK,
+    REUSE_STALE,
+    REUSE_CORRUPT,
+    REUSE_NOREUSE,
+    REUSE_NOTRELEASED,
+    REUSE_ERROR
+};
+static const char *reuse_result_names[] = {"OK",
+                                           "STALE",
+                                           "CORRUPT",
                                            "NOT-TESTED(address not reused)",
                                            "NOT-TESTED(memory not released)",
                                            "ERROR"};
 
 typedef struct reuse_buf {
-    void   *addr;     /* what is sent */
-    int    shmid;     /* shmdt variant */
+    void *addr; /* what is sent */
+    int shmid;  /* shmdt variant */
     size_t page;
 } reuse_buf_t;
 
@@ -119,7 +127,7 @@ static size_t reuse_diff(const void *p, size_t size, int vid, int gen,
 static int reuse_page_unmapped(uintptr_t p, size_t page)
 {
     unsigned char vec;
-    void *base = (void*)(p & ~(uintptr_t)(page - 1));
+    void *base = (void *)(p & ~(uintptr_t)(page - 1));
 
     return (mincore(base, page, &vec) != 0) && (errno == ENOMEM);
 }
@@ -141,8 +149,8 @@ static int reuse_mmap_replace(reuse_buf_t *b, size_t size, int vid, int gen,
         return -1;
     }
     *released = reuse_page_unmapped((uintptr_t)b->addr, b->page);
-    p = mmap(b->addr, size, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    p         = mmap(b->addr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == MAP_FAILED) {
         return -1;
     }
@@ -221,9 +229,9 @@ static int reuse_mremap_replace(reuse_buf_t *b, size_t size, int vid, int gen,
         return -1;
     }
     /* the old pages at the address were replaced by the kernel */
-    *released = (p == b->addr) &&
-                reuse_page_unmapped((uintptr_t)fresh, b->page);
-    b->addr   = p;
+    *released =
+        (p == b->addr) && reuse_page_unmapped((uintptr_t)fresh, b->page);
+    b->addr = p;
     return 0;
 }
 
@@ -239,7 +247,7 @@ static int reuse_shm_attach(reuse_buf_t *b, size_t size, void *at)
     p = shmat(b->shmid, at, 0);
     /* destroyed when detached */
     shmctl(b->shmid, IPC_RMID, NULL);
-    if (p == (void*)-1) {
+    if (p == (void *)-1) {
         return -1;
     }
     b->addr = p;
@@ -301,7 +309,7 @@ static const reuse_variant_t reuse_variants[] = {
     {"shmdt", reuse_shm_acquire, reuse_shm_replace, reuse_shm_dispose},
     {"brk", reuse_malloc_acquire, reuse_brk_replace, reuse_free_dispose},
 };
-#define REUSE_NUM_VARIANTS \
+#define REUSE_NUM_VARIANTS                                                     \
     ((int)(sizeof(reuse_variants) / sizeof(reuse_variants[0])))
 
 /* glibc's allocator: 'free' needs blocks of 'size' served by mmap() (a fixed
@@ -363,7 +371,8 @@ static int reuse_sender(int vid, size_t size, int gens)
             break;
         }
         t0 = reuse_now_us();
-        MPI_Send(b.addr, (int)size, MPI_BYTE, 1, REUSE_TAG_DATA, MPI_COMM_WORLD);
+        MPI_Send(b.addr, (int)size, MPI_BYTE, 1, REUSE_TAG_DATA,
+                 MPI_COMM_WORLD);
         send_us += reuse_now_us() - t0;
         MPI_Recv(&rep, 2, MPI_LONG, 1, REUSE_TAG_RESULT, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
@@ -382,12 +391,12 @@ static int reuse_sender(int vid, size_t size, int gens)
         }
         if (rep.bad_words != 0) {
             printf("variant %s: generation %d at %p: receiver got %ld/%zu "
-                   "words wrong (%s)\n", v->name, gen, b.addr, rep.bad_words,
-                   size / sizeof(uint64_t),
-                   (rep.stale_words == rep.bad_words) ?
-                           "all of them the previous generation's: stale "
-                           "registration" :
-                           "not all of them the previous contents");
+                   "words wrong (%s)\n",
+                   v->name, gen, b.addr, rep.bad_words, size / sizeof(uint64_t),
+                   (rep.stale_words == rep.bad_words)
+                       ? "all of them the previous generation's: stale "
+                         "registration"
+                       : "not all of them the previous contents");
         }
     }
     if (status == 0) {
@@ -442,7 +451,7 @@ static int reuse_selected(const char *list, const char *name)
 
 int main(int argc, char **argv)
 {
-    size_t size = 4ul << 20;
+    size_t size      = 4ul << 20;
     const char *list = NULL;
     int rank, nprocs, opt, vid, gens = 3, res, worst = 0, code;
     void *rbuf = NULL;
@@ -452,18 +461,28 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     while ((opt = getopt(argc, argv, "s:g:v:")) != -1) {
         switch (opt) {
-        case 's': size = strtoul(optarg, NULL, 0); break;
-        case 'g': gens = atoi(optarg); break;
-        case 'v': list = optarg; break;
-        default:  size = 0; break;
+        case 's':
+            size = strtoul(optarg, NULL, 0);
+            break;
+        case 'g':
+            gens = atoi(optarg);
+            break;
+        case 'v':
+            list = optarg;
+            break;
+        default:
+            size = 0;
+            break;
         }
     }
     size &= ~(size_t)(sizeof(uint64_t) - 1);
     if ((nprocs != 2) || (size == 0) || (size > (1ul << 30)) || (gens < 2)) {
         if (rank == 0) {
-            fprintf(stderr, "usage: mpirun -np 2 %s [-s SIZE (8..1G)] "
-                    "[-g GENERATIONS (>=2)] [-v munmap,free,mremap,shmdt,brk]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: mpirun -np 2 %s [-s SIZE (8..1G)] "
+                "[-g GENERATIONS (>=2)] [-v munmap,free,mremap,shmdt,brk]\n",
+                argv[0]);
         }
         MPI_Finalize();
         return 2;
@@ -495,12 +514,13 @@ int main(int argc, char **argv)
     if (rank != 0) {
         return 0;
     }
-    code = (worst == REUSE_OK) ? 0 :
-           ((worst == REUSE_STALE) || (worst == REUSE_CORRUPT)) ? 1 :
-           (worst == REUSE_ERROR) ? 2 : 3;
-    printf("mpi_vm_reuse: %s\n", (code == 0) ? "all variants OK" :
-                                 (code == 1) ? "WRONG DATA received" :
-                                 (code == 3) ? "some variants not tested" :
-                                               "error");
+    code = (worst == REUSE_OK)                                    ? 0
+           : ((worst == REUSE_STALE) || (worst == REUSE_CORRUPT)) ? 1
+           : (worst == REUSE_ERROR)                               ? 2
+                                                                  : 3;
+    printf("mpi_vm_reuse: %s\n", (code == 0)   ? "all variants OK"
+                                 : (code == 1) ? "WRONG DATA received"
+                                 : (code == 3) ? "some variants not tested"
+                                               : "error");
     return code;
 }

@@ -15,35 +15,42 @@
 #include <strings.h>
 
 #define UCM_STATS_NUM_TYPES 32
-#define UCM_STATS_LINE_MAX  UCM_LOG_MAX
+#define UCM_STATS_LINE_MAX UCM_LOG_MAX
 
 typedef struct ucm_stats_record {
-    ucm_event_callback_t cb;       /* the handler's own callback and arg */
-    void                 *arg;
-    int                  events;   /* as registered */
-    int                  active;   /* events not yet removed */
-    int                  priority;
-    unsigned long        count[UCM_STATS_NUM_TYPES]; /* by event bit */
-    unsigned long        unmapped_bytes;
-    unsigned long        unmapped_max;   /* largest single VM_UNMAPPED */
+    ucm_event_callback_t cb; /* the handler's own callback and arg */
+    void *arg;
+    int events; /* as registered */
+    int active; /* events not yet removed */
+    int priority;
+    unsigned long count[UCM_STATS_NUM_TYPES]; /* by event bit */
+    unsigned long unmapped_bytes;
+    unsigned long unmapped_max; /* largest single VM_UNMAPPED */
 } ucm_stats_record_t;
 
 static ucm_stats_record_t ucm_stats_records[UCM_STATS_MAX_HANDLERS];
 static unsigned ucm_stats_num_records;
-static int ucm_stats_enabled = -1; /* -1: environment not read yet */
+static int ucm_stats_enabled          = -1; /* -1: environment not read yet */
 static pthread_mutex_t ucm_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ucm_stats_fork_locked;
 static unsigned long ucm_stats_external_vm_mapped;
 static unsigned long ucm_stats_external_vm_unmapped;
 static const char ucm_stats_full_msg[] =
-        "UCM STATS handler table full: further handlers are not counted";
+    "UCM STATS handler table full: further handlers are not counted";
 
 static const char *ucm_stats_type_names[UCM_STATS_NUM_TYPES] = {
-    [0] = "MMAP",           [1] = "MUNMAP",          [2] = "MREMAP",
-    [3] = "SHMAT",          [4] = "SHMDT",           [5] = "SBRK",
-    [6] = "MADVISE",        [7] = "BRK",             [16] = "VM_MAPPED",
-    [17] = "VM_UNMAPPED",   [20] = "MEM_TYPE_ALLOC", [21] = "MEM_TYPE_FREE"
-};
+    [0]  = "MMAP",
+    [1]  = "MUNMAP",
+    [2]  = "MREMAP",
+    [3]  = "SHMAT",
+    [4]  = "SHMDT",
+    [5]  = "SBRK",
+    [6]  = "MADVISE",
+    [7]  = "BRK",
+    [16] = "VM_MAPPED",
+    [17] = "VM_UNMAPPED",
+    [20] = "MEM_TYPE_ALLOC",
+    [21] = "MEM_TYPE_FREE"};
 
 /* UCM_STATS=v: one line per delivery of a range event.  Hook context. */
 static void ucm_stats_trace(const ucm_stats_record_t *rec,
@@ -54,7 +61,8 @@ static void ucm_stats_trace(const ucm_stats_record_t *rec,
     size_t len;
 
     if ((type != UCM_EVENT_VM_UNMAPPED) && (type != UCM_EVENT_VM_MAPPED) &&
-        (type != UCM_EVENT_MEM_TYPE_FREE) && (type != UCM_EVENT_MEM_TYPE_ALLOC)) {
+        (type != UCM_EVENT_MEM_TYPE_FREE) &&
+        (type != UCM_EVENT_MEM_TYPE_ALLOC)) {
         return;
     }
     len = ucm_log_snprintf(line, sizeof(line),
@@ -82,10 +90,9 @@ static void ucm_stats_trampoline(ucm_event_type_t type, ucm_event_t *event,
                            __ATOMIC_RELAXED);
         max = __atomic_load_n(&rec->unmapped_max, __ATOMIC_RELAXED);
         while ((event->vm_unmapped.size > max) &&
-               !__atomic_compare_exchange_n(&rec->unmapped_max, &max,
-                                            event->vm_unmapped.size, 0,
-                                            __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED)) {
+               !__atomic_compare_exchange_n(
+                   &rec->unmapped_max, &max, event->vm_unmapped.size, 0,
+                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
         }
     }
     if (ucm_stats_enabled > 1) {
@@ -121,9 +128,9 @@ static void ucm_stats_describe_code(const void *addr, char *buf, size_t max)
     if (base[0] == '\0') {
         base = "main";
     }
-    ucm_log_snprintf(buf, max, "%s+0x%lx", base,
-                     (unsigned long)((const char*)addr -
-                                     (const char*)info.dli_fbase));
+    ucm_log_snprintf(
+        buf, max, "%s+0x%lx", base,
+        (unsigned long)((const char *)addr - (const char *)info.dli_fbase));
 }
 
 static size_t ucm_stats_format_events(int events, char *buf, size_t max)
@@ -136,9 +143,9 @@ static size_t ucm_stats_format_events(int events, char *buf, size_t max)
         if (!(events & (1u << bit)) || (ucm_stats_type_names[bit] == NULL)) {
             continue;
         }
-        len += ucm_log_snprintf(buf + len, max - len, "%s%s",
-                                (len > 0) ? "|" : "",
-                                ucm_stats_type_names[bit]);
+        len +=
+            ucm_log_snprintf(buf + len, max - len, "%s%s", (len > 0) ? "|" : "",
+                             ucm_stats_type_names[bit]);
     }
     return len;
 }
@@ -151,33 +158,30 @@ static void ucm_stats_record_print(const ucm_stats_record_t *rec,
     size_t len;
     unsigned bit;
 
-    ucm_stats_describe_code((const void*)rec->cb, where, sizeof(where));
+    ucm_stats_describe_code((const void *)rec->cb, where, sizeof(where));
     ucm_stats_format_events(rec->events, names, sizeof(names));
-    len = ucm_log_snprintf(line, sizeof(line),
-                           "UCM STATS [%ld] %s: handler #%u %s arg %p events "
-                           "%s priority %d%s:",
-                           ucm_sys_getpid(), what,
-                           (unsigned)(rec - ucm_stats_records), where, rec->arg,
-                           names,
-                           rec->priority,
-                           (rec->active == 0) ? " (removed)" : "");
+    len = ucm_log_snprintf(
+        line, sizeof(line),
+        "UCM STATS [%ld] %s: handler #%u %s arg %p events "
+        "%s priority %d%s:",
+        ucm_sys_getpid(), what, (unsigned)(rec - ucm_stats_records), where,
+        rec->arg, names, rec->priority, (rec->active == 0) ? " (removed)" : "");
     for (bit = 0; bit < UCM_STATS_NUM_TYPES; ++bit) {
         if (!(rec->events & (1u << bit)) ||
             (ucm_stats_type_names[bit] == NULL)) {
             continue;
         }
-        len += ucm_log_snprintf(line + len, sizeof(line) - len, " %s=%lu",
-                                ucm_stats_type_names[bit],
-                                __atomic_load_n(&rec->count[bit],
-                                                __ATOMIC_RELAXED));
+        len += ucm_log_snprintf(
+            line + len, sizeof(line) - len, " %s=%lu",
+            ucm_stats_type_names[bit],
+            __atomic_load_n(&rec->count[bit], __ATOMIC_RELAXED));
     }
     if (rec->events & UCM_EVENT_VM_UNMAPPED) {
-        len += ucm_log_snprintf(line + len, sizeof(line) - len,
-                                " unmapped_bytes=%lu unmapped_max=%lu",
-                                __atomic_load_n(&rec->unmapped_bytes,
-                                                __ATOMIC_RELAXED),
-                                __atomic_load_n(&rec->unmapped_max,
-                                                __ATOMIC_RELAXED));
+        len += ucm_log_snprintf(
+            line + len, sizeof(line) - len,
+            " unmapped_bytes=%lu unmapped_max=%lu",
+            __atomic_load_n(&rec->unmapped_bytes, __ATOMIC_RELAXED),
+            __atomic_load_n(&rec->unmapped_max, __ATOMIC_RELAXED));
     }
     ucm_stats_write_line(line, len);
 }
@@ -187,9 +191,9 @@ void ucm_stats_external_call(ucm_event_type_t type)
     if (__atomic_load_n(&ucm_stats_enabled, __ATOMIC_RELAXED) <= 0) {
         return;
     }
-    __atomic_add_fetch((type == UCM_EVENT_VM_MAPPED) ?
-                               &ucm_stats_external_vm_mapped :
-                               &ucm_stats_external_vm_unmapped,
+    __atomic_add_fetch((type == UCM_EVENT_VM_MAPPED)
+                           ? &ucm_stats_external_vm_mapped
+                           : &ucm_stats_external_vm_unmapped,
                        1, __ATOMIC_RELAXED);
 }
 
@@ -205,18 +209,17 @@ static void __attribute__((destructor)) ucm_stats_at_exit(void)
     for (i = 0; i < n; ++i) {
         ucm_stats_record_print(&ucm_stats_records[i], "at exit");
     }
-    ucm_stats_format_events(__atomic_load_n(&ucm_event_external,
-                                            __ATOMIC_RELAXED),
-                            names, sizeof(names));
-    len = ucm_log_snprintf(line, sizeof(line),
-                           "UCM STATS [%ld] at exit: hooks %s, external "
-                           "events %s, ucm_vm_munmap calls %lu, ucm_vm_mmap "
-                           "calls %lu",
-                           ucm_sys_getpid(),
-                           ucm_mmap_hook_modes[ucm_hooks_installed_mode()],
-                           (names[0] != '\0') ? names : "none",
-                           ucm_stats_external_vm_unmapped,
-                           ucm_stats_external_vm_mapped);
+    ucm_stats_format_events(
+        __atomic_load_n(&ucm_event_external, __ATOMIC_RELAXED), names,
+        sizeof(names));
+    len = ucm_log_snprintf(
+        line, sizeof(line),
+        "UCM STATS [%ld] at exit: hooks %s, external "
+        "events %s, ucm_vm_munmap calls %lu, ucm_vm_mmap "
+        "calls %lu",
+        ucm_sys_getpid(), ucm_mmap_hook_modes[ucm_hooks_installed_mode()],
+        (names[0] != '\0') ? names : "none", ucm_stats_external_vm_unmapped,
+        ucm_stats_external_vm_mapped);
     ucm_stats_write_line(line, len);
 }
 
@@ -258,10 +261,11 @@ static void UCS_F_CTOR ucm_stats_init(void)
     const char *env = getenv("UCM_STATS");
     int enabled;
 
-    enabled = (env == NULL) ? 0 :
-              ((env[0] == 'v') || (env[0] == 'V')) ? 2 :
-              ((env[0] == 'y') || (env[0] == 'Y') || (env[0] == '1') ||
-               !strcasecmp(env, "on"));
+    enabled = (env == NULL) ? 0
+              : ((env[0] == 'v') || (env[0] == 'V'))
+                  ? 2
+                  : ((env[0] == 'y') || (env[0] == 'Y') || (env[0] == '1') ||
+                     !strcasecmp(env, "on"));
     if (enabled) {
         pthread_atfork(ucm_stats_atfork_prepare, ucm_stats_atfork_parent,
                        ucm_stats_atfork_child);
