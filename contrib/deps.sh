@@ -7,7 +7,8 @@ PKGS=(build-essential autoconf automake libtool pkg-config
       googletest libgtest-dev valgrind
       libjemalloc2 libtcmalloc-minimal4
       libucx0 libucx-dev
-      libibverbs-dev ibverbs-providers ibverbs-utils rdma-core)
+      libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
+      openmpi-bin libopenmpi-dev ucx-utils)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -6,6 +6,7 @@
 #include <ucm/api/ucm_ext.h>
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_stats.h>
 
 #include <ucm/util/ucm_sys.h>
 
@@ -61,12 +62,14 @@ UCS_F_HOT static void ucm_event_range_dispatch(ucm_event_type_t type,
 
 void ucm_vm_mmap(void *addr, size_t length)
 {
+    ucm_stats_external_call(UCM_EVENT_VM_MAPPED);
     ucm_event_range_dispatch(UCM_EVENT_VM_MAPPED, addr, length,
                              UCS_MEMORY_TYPE_HOST);
 }
 
 void ucm_vm_munmap(void *addr, size_t length)
 {
+    ucm_stats_external_call(UCM_EVENT_VM_UNMAPPED);
     ucm_event_range_dispatch(UCM_EVENT_VM_UNMAPPED, addr, length,
                              UCS_MEMORY_TYPE_HOST);
 }
@@ -232,7 +235,9 @@ void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg)
 ucs_status_t ucm_set_event_handler(int events, int priority,
                                    ucm_event_callback_t cb, void *arg)
 {
-    int install_events;
+    ucm_event_callback_t add_cb = cb;
+    void *add_arg               = arg;
+    int install_events, add_events, wrapped;
     ucs_status_t status;
 
     if (!ucm_global_opts.enable_events) {
@@ -256,9 +261,14 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
         }
     }
 
-    status = ucm_event_handler_add(events & ~(UCM_EVENT_FLAG_NO_INSTALL |
-                                              UCM_EVENT_FLAG_EXISTING_ALLOC),
-                                   priority, cb, arg);
+    add_events = events & ~(UCM_EVENT_FLAG_NO_INSTALL |
+                            UCM_EVENT_FLAG_EXISTING_ALLOC);
+    wrapped    = ucm_stats_handler_wrap(add_events, priority, &add_cb,
+                                        &add_arg);
+    status     = ucm_event_handler_add(add_events, priority, add_cb, add_arg);
+    if ((status != UCS_OK) && wrapped) {
+        ucm_stats_handler_wrap_cancel(add_arg);
+    }
     if (status == UCS_OK) {
         ucm_debug("event handler %p arg %p events 0x%x priority %d added", cb,
                   arg, events, priority);
@@ -268,6 +278,7 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
 
 void ucm_unset_event_handler(int events, ucm_event_callback_t cb, void *arg)
 {
+    ucm_stats_handler_remove(events, cb, arg);
     ucm_event_handler_remove(events, cb, arg);
     ucm_debug("event handler %p arg %p events 0x%x removed", cb, arg, events);
 }

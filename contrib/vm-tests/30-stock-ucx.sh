@@ -1,0 +1,106 @@
+#!/bin/bash
+# Debian's ucx_perftest (UCT put_bw, zero-copy, rc_verbs on the soft-RoCE
+# device; server and client in this VM, TCP exchange on loopback) on our
+# libucm.so.0 (contrib/ucm-run), with proof through our libucm (UCM_STATS=y,
+# UCX_MEM_LOG_LEVEL=debug) that:
+#   - only libucm was replaced: ours is mapped, Debian's libucm is not,
+#     libucs/libuct are Debian's;
+#   - UCX's IB registration cache installed its VM_UNMAPPED handler with us
+#     (identified by its priority: UCX_IB_RCACHE_MEM_PRIO=777);
+#   - VM_UNMAPPED events reached that handler while it was installed, among
+#     them the unmap of the perftest's own buffer (UCT's perftest mmap()s it
+#     with exactly the message size, registers it through the cache, and
+#     munmaps it before closing the memory domain; UCM_STATS=v lists every
+#     delivery with address and size).
+# The same transfer with Debian's own libucm runs first as the bandwidth
+# baseline (printed, never asserted: the VM's speed varies by x2-x8).
+#   bash 30-stock-ucx.sh TOP BUILD_DIR      (inside the VM: contrib/run-vm-tests.sh)
+set -uo pipefail
+top=$1
+build=$2
+dev=${RXE_VM_DEV:-rxe0}
+run="$top/contrib/ucm-run"
+ours=$("$run" --libucm "$build" --print) || exit 1
+stock=/usr/lib/x86_64-linux-gnu/libucm.so.0
+command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest not installed (Debian ucx-utils)"; exit 0; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prio=777
+size=65536
+test_args=(-t put_bw -x rc_verbs -d "$dev:1" -D zcopy -s $size -n 300 -w 20)
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# run_pair NAME [ucm-run args]: server + client, logs in $work/NAME.{srv,cli}
+run_pair() {
+    local name=$1; shift
+    local port=$((20000 + RANDOM % 20000)) spid try rc=1
+    "$@" ucx_perftest -p $port "${test_args[@]}" >"$work/$name.srv" 2>&1 &
+    spid=$!
+    ( sleep 150; kill -9 $spid 2>/dev/null ) & local wd=$!
+    # the server's UCX libraries, once it has loaded them
+    for try in $(seq 1 100); do
+        grep -q libuct /proc/$spid/maps 2>/dev/null && break
+        sleep 0.2
+    done
+    grep -o '/[^ ]*libuc[mst][^ ]*' /proc/$spid/maps 2>/dev/null | sort -u >"$work/$name.maps"
+    for try in $(seq 1 30); do
+        sleep 1
+        kill -0 $spid 2>/dev/null || break
+        timeout 120 "$@" ucx_perftest -p $port "${test_args[@]}" 127.0.0.1 >"$work/$name.cli" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] && break
+        grep -q -i "connect\|refused" "$work/$name.cli" || break
+    done
+    wait $spid; local src=$?
+    kill $wd 2>/dev/null; wait $wd 2>/dev/null
+    echo "--- $name: client exit $rc (after $try tries), server exit $src"
+    grep -E "^Final:|^\s+[0-9]+\s" "$work/$name.cli" | tail -2
+    [ $rc -eq 0 ] && [ $src -eq 0 ]
+}
+
+# MB/s from the client's final line (column "total" bandwidth, MB/s)
+bandwidth() { awk '/^Final:/ {print $(NF-2)}' "$1"; }
+
+export UCX_IB_RCACHE_MEM_PRIO=$prio
+run_pair stock env LD_PRELOAD= || fail "perftest with Debian's libucm failed: $(tail -3 "$work/stock.cli")"
+
+if ! UCM_STATS=v UCX_MEM_LOG_LEVEL=debug run_pair ours "$run" --libucm "$ours"; then
+    fail "perftest on our libucm failed"
+    tail -20 "$work/ours.cli" "$work/ours.srv"
+fi
+echo "server's UCX libraries on ours:"; sed 's/^/  /' "$work/ours.maps"
+grep -qx "$(readlink -f "$ours")" "$work/ours.maps" || fail "our libucm ($ours) is not mapped in the server"
+grep -q "^$stock\$" "$work/ours.maps" && fail "Debian's libucm is mapped too: ours does not replace it"
+grep -q "^/usr/lib/x86_64-linux-gnu/libucs.so.0" "$work/ours.maps" || fail "Debian's libucs is not the one in use"
+
+for side in srv cli; do
+    log="$work/ours.$side"
+    echo "--- ours, $side: memory-event lines"
+    grep -E "UCM STATS|event handler .* (added|removed)" "$log" | sed 's/^/  /'
+    # the IB rcache's handler: installed from libucs, VM_UNMAPPED, our priority
+    inst=$(grep -E "UCM STATS \[[0-9]+\] installed: handler #[0-9]+ libucs\.so\.0\+0x[0-9a-f]+ .*events VM_UNMAPPED priority $prio:" "$log" | head -1)
+    [ -n "$inst" ] || { fail "$side: no VM_UNMAPPED handler of libucs with priority $prio installed"; continue; }
+    grep -q "UCM DEBUG event handler .* events 0x20000 priority $prio added" "$log" ||
+        fail "$side: no UCX_MEM_LOG_LEVEL=debug line for the handler"
+    last=$(grep -E "UCM STATS \[[0-9]+\] (removed|at exit): handler #[0-9]+ libucs\.so\.0\+0x[0-9a-f]+ .*priority $prio " "$log" | tail -1)
+    n=$(sed -n 's/.* VM_UNMAPPED=\([0-9]*\).*/\1/p' <<<"$last")
+    max=$(sed -n 's/.* unmapped_max=\([0-9]*\).*/\1/p' <<<"$last")
+    echo "  => $side: UCX's IB rcache handler got ${n:-?} VM_UNMAPPED events, largest ${max:-?} bytes"
+    [ "${n:-0}" -ge 1 ] || fail "$side: no VM_UNMAPPED event reached UCX's rcache handler"
+    # UCT's perftest mmap()s its buffers with exactly the message size and
+    # munmaps them (after deregistering: the region stays cached) before it
+    # closes the memory domain: the rcache must hear about them
+    hnum=$(sed -n 's/.* handler #\([0-9]*\) .*/\1/p' <<<"$inst")
+    nbuf=$(grep -c "UCM STATS \[[0-9]*\] event VM_UNMAPPED 0x[0-9a-f]* size $size to handler #$hnum\$" "$log")
+    echo "  => $side: ... of them $nbuf for a $size-byte range (perftest's buffers)"
+    [ "$nbuf" -ge 1 ] || fail "$side: the unmap of the $size-byte perftest buffer did not reach UCX's rcache"
+done
+
+bs=$(bandwidth "$work/stock.cli"); bo=$(bandwidth "$work/ours.cli")
+echo "put_bw zcopy $size B on $dev: stock libucm ${bs:-?} MB/s, ours ${bo:-?} MB/s (same VM session; not asserted)"
+if [ $failures -ne 0 ]; then
+    echo "30-stock-ucx: $failures failure(s)"
+    exit 1
+fi
+echo "30-stock-ucx: passed"
