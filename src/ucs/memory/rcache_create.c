@@ -178,11 +178,8 @@ err:
 
 ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
 {
-    ucs_rcache_region_t *region;
-    ucs_range_index_t *index;
     ucs_list_link_t dead;
     unsigned long held;
-    size_t pos;
 
     if (rcache == NULL) {
         ucs_rcache_error("ucs_rcache_destroy: NULL rcache");
@@ -204,11 +201,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);
     pthread_spin_lock(&rcache->lock);
-    index = &rcache->index;
-    for (pos = 0; pos < index->count; ++pos) {
-        ucs_rcache_region_tombstone_locked(rcache,
-                (ucs_rcache_region_t*)index->regions[pos]);
-    }
+    ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
     pthread_spin_unlock(&rcache->lock);
     pthread_mutex_unlock(&rcache->reg_lock);
@@ -220,12 +213,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
                          "leaking them and the cache", rcache->name, held);
         return UCS_ERR_BUSY;
     }
-    while (!ucs_list_is_empty(&rcache->pool)) {
-        region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
-                                  tmp_list);
-        ucs_list_del(&region->tmp_list);
-        free(ucs_rcache_region_hdr(region));
-    }
+    ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     pthread_mutex_destroy(&rcache->reg_lock);
     pthread_spin_destroy(&rcache->lock);

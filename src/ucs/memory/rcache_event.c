@@ -24,12 +24,13 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 {
     ucs_range_index_t *index = &rcache->index;
     ucs_rcache_region_t *region;
-    size_t pos;
+    ucs_range_index_iter_t iter;
 
     pthread_spin_lock(&rcache->lock);
-    for (pos = ucs_range_index_lower(index, start);
-         (pos < index->count) && (index->regions[pos]->start < end); ++pos) {
-        region = (ucs_rcache_region_t*)index->regions[pos];
+    for (region = (ucs_rcache_region_t*)ucs_range_index_lower(index, start,
+                                                              &iter);
+         (region != NULL) && (region->super.start < end);
+         region = (ucs_rcache_region_t*)ucs_range_index_next(index, &iter)) {
         if (!(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
             ucs_rcache_region_tombstone_locked(rcache, region);
             rcache->stats.unmap_invalidations++;

@@ -21,16 +21,6 @@ static int             ucs_rcache_fork_status;
          ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork_link)), 1); \
          _l = _l->next)
 
-static void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
-{
-    size_t pos;
-
-    for (pos = 0; pos < rcache->index.count; ++pos) {
-        ucs_rcache_region_tombstone_locked(rcache,
-                (ucs_rcache_region_t*)rcache->index.regions[pos]);
-    }
-}
-
 static void ucs_rcache_fork_prepare(void)
 {
     ucs_rcache_t *rcache;

@@ -37,13 +37,13 @@ static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
                                          ucs_rcache_span_t *span)
 {
     ucs_range_index_t *index = &rcache->index;
+    ucs_range_index_iter_t iter;
     ucs_pgt_region_t *r;
-    size_t pos;
 
-    pos = ucs_range_index_lower(index, span->start ? span->start - 1 : 0);
-    for (; (pos < index->count) && (index->regions[pos]->start <= span->end);
-         ++pos) {
-        r = index->regions[pos];
+    for (r = ucs_range_index_lower(index, span->start ? span->start - 1 : 0,
+                                   &iter);
+         (r != NULL) && (r->start <= span->end);
+         r = ucs_range_index_next(index, &iter)) {
         if (r->end < span->start) {
             continue;
         }
@@ -55,16 +55,18 @@ static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
 }
 
 /* Make room for one more entry; only the registration path (under
- * reg_lock) inserts, so the room stays until the insertion. */
-static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache, size_t need)
+ * reg_lock) inserts, so the room stays until the insertion (removals only
+ * add free nodes). */
+static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
+                                             unsigned need)
 {
     ucs_range_index_spare_t spare = {NULL};
     ucs_status_t status;
 
-    if (need <= rcache->index.capacity) {
+    if (ucs_range_index_free_nodes(&rcache->index) >= need) {
         return UCS_OK;
     }
-    status = ucs_range_index_grow_alloc(need * 2, &spare);
+    status = ucs_range_index_grow_alloc(&rcache->index, &spare);
     if (status != UCS_OK) {
         return status;
     }
@@ -89,7 +91,57 @@ static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
     return region;
 }
 
-/* Initialize a recycled region (if given) or allocate a new one. */
+/* Bytes of one region with its header, a whole number of cache lines: a
+ * hit reads the header's last bytes, the range, the reference count and
+ * the flags, two lines. */
+static size_t ucs_rcache_region_stride(ucs_rcache_t *rcache)
+{
+    return (sizeof(ucs_rcache_region_hdr_t) +
+            rcache->params.region_struct_size + 63) & ~(size_t)63;
+}
+
+/* A new block of regions: the first is returned, the others go to the
+ * pool.  Blocks stay until destroy (lock-free lookups may read any region
+ * at any time).  Registration path (reg_lock held, not the spinlock). */
+static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
+{
+    size_t stride = ucs_rcache_region_stride(rcache);
+    ucs_rcache_region_hdr_t *hdr;
+    ucs_rcache_region_t *region;
+    char *slab;
+    unsigned i;
+
+    if (posix_memalign((void**)&slab, 64,
+                       64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
+        return NULL;
+    }
+    pthread_spin_lock(&rcache->lock);
+    *(void**)slab = rcache->slabs;
+    rcache->slabs = slab;
+    for (i = 1; i < UCS_RCACHE_SLAB_REGIONS; ++i) {
+        hdr    = (ucs_rcache_region_hdr_t*)(slab + 64 + i * stride);
+        region = (ucs_rcache_region_t*)(hdr + 1);
+        memset(region, 0, sizeof(*region)); /* refcount 0: never taken */
+        ucs_list_add_tail(&rcache->pool, &region->tmp_list);
+    }
+    pthread_spin_unlock(&rcache->lock);
+    return (ucs_rcache_region_hdr_t*)(slab + 64);
+}
+
+/* Free every block (destroy, no region in use). */
+void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
+{
+    void *slab, *next;
+
+    for (slab = rcache->slabs; slab != NULL; slab = next) {
+        next = *(void**)slab;
+        free(slab);
+    }
+    rcache->slabs = NULL;
+    ucs_list_head_init(&rcache->pool);
+}
+
+/* Initialize a recycled region (if given) or a new one. */
 static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
                                                     ucs_rcache_region_t *recycled)
 {
@@ -99,7 +151,7 @@ static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
     if (recycled != NULL) {
         hdr = ucs_rcache_region_hdr(recycled);
     } else {
-        hdr = malloc(sizeof(*hdr) + rcache->params.region_struct_size);
+        hdr = ucs_rcache_slab_alloc(rcache);
         if (hdr == NULL) {
             return NULL;
         }
@@ -195,15 +247,14 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
                                      ucs_list_link_t *dead)
 {
     ucs_range_index_t *index = &rcache->index;
+    ucs_range_index_iter_t iter;
     ucs_rcache_region_t *old;
-    size_t pos;
     int merged = 0;
 
-    pos = ucs_range_index_lower(index, region->super.start);
-    while ((pos < index->count) &&
-           (index->regions[pos]->start < region->super.end)) {
-        old = (ucs_rcache_region_t*)index->regions[pos];
-        ucs_rcache_region_drop_locked(rcache, old, pos, dead);
+    while (((old = (ucs_rcache_region_t*)ucs_range_index_lower(
+                     index, region->super.start, &iter)) != NULL) &&
+           (old->super.start < region->super.end)) {
+        ucs_rcache_region_drop_locked(rcache, old, dead);
         merged = 1;
     }
     rcache->stats.merges += merged;
@@ -229,7 +280,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_rcache_region_t *region, *recycled;
     ucs_rcache_span_t span;
     ucs_status_t status;
-    size_t need;
+    unsigned need;
     int retries, prot_ok;
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
@@ -250,7 +301,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         /* gather in this one section what the miss needs from the cache */
         prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
                                                  span.prot);
-        need     = rcache->index.count + 1;
+        need     = ucs_range_index_insert_needs(&rcache->index);
         recycled = ucs_rcache_pool_pop_locked(rcache);
         pthread_spin_unlock(&rcache->lock);
 

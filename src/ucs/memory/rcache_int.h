@@ -26,6 +26,9 @@
 /* Mappings remembered from /proc/self/maps. */
 #define UCS_RCACHE_MAPS_CACHE 64
 
+/* Regions are carved from blocks of this many, freed at destroy. */
+#define UCS_RCACHE_SLAB_REGIONS 64
+
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 
@@ -97,7 +100,8 @@ struct ucs_rcache {
     int                 events;      /* registered ucm events */
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
-    ucs_list_link_t     pool;        /* released regions (tmp_list) */
+    ucs_list_link_t     pool;        /* free regions (tmp_list) */
+    void                *slabs;      /* region blocks, see rcache_get.c */
     ucs_rcache_stat_shard_t shards[UCS_RCACHE_STAT_SHARDS];
     char                name[64];
 };
@@ -137,12 +141,14 @@ void ucs_rcache_pfn_release(ucs_rcache_region_t *region);
 /* rcache_region.c (all "_locked" functions need rcache->lock) */
 void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
                                         ucs_rcache_region_t *region);
+/* Tombstone every region of the index. */
+void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache);
 /* Remove tombstones from the index; regions that lost their last reference
  * go to dead (tmp_list). */
 void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead);
 /* Remove a valid region from the index (merge or eviction). */
 void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
-                                   ucs_rcache_region_t *region, size_t pos,
+                                   ucs_rcache_region_t *region,
                                    ucs_list_link_t *dead);
 /* Evict unused regions (LRU first) until within limits; all if force. */
 void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
@@ -156,6 +162,7 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
 void ucs_rcache_purge(ucs_rcache_t *rcache);
 
 /* rcache_get.c */
+void ucs_rcache_slabs_free(ucs_rcache_t *rcache);
 ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                  ucs_pgt_addr_t end, int prot, void *arg,
                                  ucs_rcache_region_t **region_p);

@@ -61,10 +61,21 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                   ucs_pgt_addr_t end, int prot)
 {
     ucs_pgt_addr_t cur = start & ~4095ul;
-    unsigned i;
+    unsigned i, lo = 0, n = rcache->maps.count, half;
 
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
-    for (i = 0; i < rcache->maps.count; ++i) {
+    /* skip the mappings that start at or before cur but the last one
+     * (sorted by start, non-overlapping) */
+    while (n > 1) {
+        half = n / 2;
+        if (rcache->maps.entries[lo + half].start <= cur) {
+            lo += half;
+            n  -= half;
+        } else {
+            n = half;
+        }
+    }
+    for (i = lo; i < rcache->maps.count; ++i) {
         if ((rcache->maps.entries[i].end <= cur) ||
             (rcache->maps.entries[i].end == 0)) {
             continue;
