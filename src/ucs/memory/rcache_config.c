@@ -10,6 +10,9 @@
 #define UCS_RCACHE_CONFIG_FIELD(_name, _dfl, _doc, _field, _type) \
     {_name, _dfl, _doc, offsetof(ucs_rcache_config_t, _field), _type, NULL}
 
+static const char * const ucs_rcache_dontfork_names[] = {"no", "yes", "auto",
+                                                         NULL};
+
 static const ucs_config_field_t ucs_rcache_config_table[] = {
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_REGIONS", "inf",
                             "Most regions kept in a registration cache",
@@ -31,6 +34,12 @@ static const ucs_config_field_t ucs_rcache_config_table[] = {
                             "Pages of a region whose page frames are checked "
                             "on every hit (0: off; debug)",
                             check_pfn, UCS_CONFIG_TYPE_UINT),
+    {"RCACHE_DONTFORK", "auto",
+     "Mark registered pages MADV_DONTFORK (restored at deregistration): "
+     "yes, no, or auto (when the kernel, before 5.9, does not copy pinned "
+     "pages at fork)",
+     offsetof(ucs_rcache_config_t, dontfork), UCS_CONFIG_TYPE_ENUM,
+     ucs_rcache_dontfork_names},
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
 };
 

@@ -82,6 +82,9 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                              !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
     rcache->check_pfn      = (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ?
                              0 : config->check_pfn;
+    rcache->dontfork       = (config->dontfork == UCS_RCACHE_DONTFORK_YES) ||
+                             ((config->dontfork == UCS_RCACHE_DONTFORK_AUTO) &&
+                              ucs_rcache_dontfork_needed());
 }
 
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,

@@ -63,6 +63,9 @@ static void ucs_rcache_fork_child(void)
 
 static void ucs_rcache_fork_init(void)
 {
+    /* its fork handlers first: they then run after ours in prepare, so
+     * the lock order is reg_lock -> MADV_DONTFORK map, as on misses */
+    ucs_rcache_dontfork_init();
     ucs_rcache_fork_status = pthread_atfork(ucs_rcache_fork_prepare,
                                             ucs_rcache_fork_parent,
                                             ucs_rcache_fork_child);

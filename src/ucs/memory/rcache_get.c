@@ -185,11 +185,20 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
     rcache->inflight.active      = 1;
     pthread_spin_unlock(&rcache->lock);
 
-    status = rcache->params.ops->mem_reg(rcache->params.context, rcache, arg,
-                                         region, flags);
+    /* mark before pinning: a fork in between must not share the pages */
+    status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
+                                UCS_OK;
+    if (status == UCS_OK) {
+        status = rcache->params.ops->mem_reg(rcache->params.context, rcache,
+                                             arg, region, flags);
+        if ((status != UCS_OK) && rcache->dontfork) {
+            ucs_rcache_dontfork_remove(span->start, span->end);
+        }
+    }
     region->status = status;
     if (status == UCS_OK) {
-        region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED;
+        region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED |
+                         (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
         ucs_rcache_atomic_add(&rcache->stats.regs, 1);
     } else {
         ucs_rcache_atomic_add(&rcache->stats.reg_failures, 1);

@@ -31,6 +31,14 @@
 
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
+#define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
+
+/* UCX_RCACHE_DONTFORK values */
+enum {
+    UCS_RCACHE_DONTFORK_NO,
+    UCS_RCACHE_DONTFORK_YES,
+    UCS_RCACHE_DONTFORK_AUTO
+};
 
 /* Hidden header allocated in front of every region. */
 typedef struct ucs_rcache_region_hdr {
@@ -65,6 +73,7 @@ typedef struct ucs_rcache_config {
     unsigned      mem_prio;
     int           purge_on_fork;
     unsigned      check_pfn;    /* pages to check on hits, 0: off */
+    int           dontfork;     /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
 
 struct ucs_rcache {
@@ -97,6 +106,7 @@ struct ucs_rcache {
     size_t              max_unreleased;
     unsigned            check_pfn;
     int                 purge_on_fork;
+    int                 dontfork;    /* mark registered pages MADV_DONTFORK */
     int                 events;      /* registered ucm events */
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
@@ -176,6 +186,15 @@ void ucs_rcache_event_cb(int event_type, void *event, void *arg);
                                   UCM_EVENT_MREMAP | UCM_EVENT_MADVISE | \
                                   UCM_EVENT_SBRK)
 void ucs_rcache_native_after_cb(int event_type, void *event, void *arg);
+
+/* rcache_dontfork.c: process-wide page counts (own mutex; never from the
+ * hook; no cache lock held).  add: UCS_ERR_IO_ERROR if madvise fails,
+ * UCS_ERR_NO_MEMORY; nothing stays marked on error. */
+void ucs_rcache_dontfork_init(void);
+int ucs_rcache_dontfork_needed(void);
+ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
+void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
+unsigned long ucs_rcache_dontfork_pages(void);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);

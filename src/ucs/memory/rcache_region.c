@@ -126,8 +126,12 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
         (hdr->fork_gen == rcache->fork_gen)) {
         rcache->params.ops->mem_dereg(rcache->params.context, rcache, region);
         ucs_rcache_atomic_add(&rcache->stats.deregs, 1);
+        if (region->flags & UCS_RCACHE_REGION_FLAG_DONTFORK) {
+            ucs_rcache_dontfork_remove(region->super.start, region->super.end);
+        }
     }
-    region->flags &= ~UCS_RCACHE_REGION_FLAG_REGISTERED;
+    region->flags &= ~(UCS_RCACHE_REGION_FLAG_REGISTERED |
+                       UCS_RCACHE_REGION_FLAG_DONTFORK);
 
     /* nobody can add completions to a region nobody references any more;
      * the lock orders us after an invalidation that added one */
