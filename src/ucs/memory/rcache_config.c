@@ -21,8 +21,9 @@ static const ucs_config_field_t ucs_rcache_config_table[] = {
                             "Most bytes kept registered by a cache",
                             max_size, UCS_CONFIG_TYPE_SIZE),
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_UNRELEASED", "inf",
-                            "Invalidated bytes that trigger an immediate "
-                            "cleanup",
+                            "Invalidated bytes above which a background "
+                            "thread deregisters them (inf: the next cache "
+                            "operation does)",
                             max_unreleased, UCS_CONFIG_TYPE_SIZE),
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MEM_PRIO", "1000",
                             "Priority of the cache's memory event handler",

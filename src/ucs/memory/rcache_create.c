@@ -200,6 +200,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
                                 rcache);
     }
     ucs_rcache_fork_unregister(rcache);
+    ucs_rcache_cleanup_stop(rcache);
 
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);

@@ -25,6 +25,7 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_range_index_t *index = &rcache->index;
     ucs_rcache_region_t *region;
     ucs_range_index_iter_t iter;
+    int wake;
 
     pthread_spin_lock(&rcache->lock);
     for (region = (ucs_rcache_region_t*)ucs_range_index_lower(index, start,
@@ -42,7 +43,16 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         rcache->inflight.invalidated = 1;
     }
     ucs_rcache_prot_forget_locked(rcache, start, end);
+    wake = (rcache->unreleased_size > rcache->max_unreleased) &&
+           ucs_rcache_atomic_load(&rcache->cleanup.running) &&
+           !rcache->cleanup.wake_pending;
+    if (wake) {
+        ucs_rcache_atomic_store(&rcache->cleanup.wake_pending, 1);
+    }
     pthread_spin_unlock(&rcache->lock);
+    if (wake) {
+        ucs_rcache_cleanup_wake(rcache);
+    }
 }
 
 /* madvise() advices after which pages come back as new frames */

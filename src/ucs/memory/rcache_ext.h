@@ -27,6 +27,8 @@ typedef struct ucs_rcache_stats {
     uint64_t stale_pfn;     /* CHECK_PFN: hits whose page frames changed */
     uint64_t regions;       /* regions in the cache now */
     uint64_t total_size;    /* their bytes */
+    uint64_t cleanups;      /* purges by the background cleanup thread */
+    uint64_t unreleased;    /* invalidated bytes not yet purged */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */

@@ -385,6 +385,10 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);
+    if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
+        /* said why; the next operations purge instead */
+        rcache->max_unreleased = SIZE_MAX;
+    }
     status = ucs_rcache_get_locked_path(rcache, &request, arg, &dead,
                                         region_p);
     pthread_mutex_unlock(&rcache->reg_lock);

@@ -83,6 +83,15 @@ struct ucs_rcache {
     ucs_list_link_t     lru;         /* valid regions, least recent first */
     ucs_list_link_t     pending;     /* tombstones still in the index */
     unsigned long       pending_count; /* read without lock (atomic) */
+    size_t              unreleased_size; /* bytes of pending tombstones */
+    struct {
+        pthread_t       thread;
+        int             efd;         /* eventfd the thread reads */
+        unsigned        fork_gen;    /* started in this generation */
+        int             running;     /* atomic */
+        int             stop;        /* atomic */
+        int             wake_pending; /* atomic */
+    } cleanup;                       /* rcache_cleanup.c */
     unsigned long       num_regions; /* valid regions in the index */
     size_t              total_size;  /* their bytes */
     unsigned long       live_regions; /* allocated, not yet freed (atomic) */
@@ -195,6 +204,12 @@ int ucs_rcache_dontfork_needed(void);
 ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 unsigned long ucs_rcache_dontfork_pages(void);
+
+/* rcache_cleanup.c: start (registration path, reg_lock held; again in a
+ * forked child), wake (hook context: one write), stop (destroy). */
+ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache);
+void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
+void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);

@@ -32,6 +32,7 @@ void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
     ucs_rcache_lru_remove_locked(region);
     rcache->num_regions--;
     rcache->total_size -= ucs_rcache_region_size(region);
+    rcache->unreleased_size += ucs_rcache_region_size(region);
     ucs_list_add_tail(&rcache->pending, &region->tmp_list);
     ucs_rcache_atomic_store(&rcache->pending_count, rcache->pending_count + 1);
 }
@@ -63,6 +64,7 @@ void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead)
         ucs_rcache_unref_locked(region, dead);
     }
     ucs_list_head_init(&rcache->pending);
+    rcache->unreleased_size = 0;
     ucs_rcache_atomic_store(&rcache->pending_count, 0);
 }
 

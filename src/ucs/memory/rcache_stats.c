@@ -18,6 +18,7 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     tmp            = rcache->stats;
     tmp.regions    = rcache->num_regions;
     tmp.total_size = rcache->total_size;
+    tmp.unreleased = rcache->unreleased_size;
     pthread_spin_unlock(&rcache->lock);
     for (i = 0; i < UCS_RCACHE_STAT_SHARDS; ++i) {
         tmp.gets      += __atomic_load_n(&rcache->shards[i].gets,
@@ -50,8 +51,11 @@ void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream)
             "  deregs              %lu\n"
             "  stale_pfn           %lu\n"
             "  regions             %lu\n"
-            "  total_size          %lu\n",
+            "  total_size          %lu\n"
+            "  cleanups            %lu\n"
+            "  unreleased          %lu\n",
             rcache->name, s.gets, s.hits_fast, s.hits_slow, s.misses,
             s.merges, s.evictions, s.unmap_invalidations, s.regs,
-            s.reg_failures, s.deregs, s.stale_pfn, s.regions, s.total_size);
+            s.reg_failures, s.deregs, s.stale_pfn, s.regions, s.total_size,
+            s.cleanups, s.unreleased);
 }
