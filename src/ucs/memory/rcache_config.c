@@ -5,6 +5,7 @@
 #include "rcache_int.h"
 
 #include <ucs/config/ucs_config_parse.h>
+#include <ucs/memory/rcache_ext.h>
 #include <stdlib.h>
 
 #define UCS_RCACHE_CONFIG_FIELD(_name, _dfl, _doc, _field, _type) \
@@ -69,5 +70,24 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
     *config         = tmp;
     *explicit_prio  = getenv("UCX_RCACHE_MEM_PRIO") != NULL;
     *explicit_purge = getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL;
+    return UCS_OK;
+}
+
+ucs_status_t ucs_rcache_print_config(FILE *stream)
+{
+    const ucs_config_field_t *field;
+    ucs_rcache_config_t config;
+    ucs_status_t status;
+    int explicit_prio, explicit_purge;
+    char value[64];
+
+    status = ucs_rcache_config_read(&config, &explicit_prio, &explicit_purge);
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (field = ucs_rcache_config_table; field->name != NULL; ++field) {
+        ucs_config_format_value(field, &config, value, sizeof(value));
+        fprintf(stream, "# %s\nUCX_%s=%s\n", field->doc, field->name, value);
+    }
     return UCS_OK;
 }

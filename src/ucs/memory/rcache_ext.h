@@ -44,6 +44,11 @@ void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream);
  * UCS_ERR_INVALID_PARAM for NULL. */
 ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache);
 
+/* Print the effective UCX_RCACHE_* values, one "# doc" line and one
+ * "UCX_NAME=value" line each.  UCS_ERR_INVALID_PARAM (after one error line
+ * per malformed variable) if the environment holds a bad value. */
+ucs_status_t ucs_rcache_print_config(FILE *stream);
+
 END_C_DECLS
 
 #endif
