@@ -43,6 +43,10 @@ ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     uint32_t refcount;
     uint8_t flags;
 
+    if (ucs_unlikely(__atomic_load_n(&rcache->deferred.count,
+                                     __ATOMIC_RELAXED) != 0)) {
+        return NULL; /* unmaps not applied yet: the locked path applies them */
+    }
     region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
                                                              start);
     if ((region == NULL) || (start < region->super.start) ||
@@ -184,13 +188,13 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
         }
     }
 
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     if (comp != NULL) {
         ucs_list_add_tail(&ucs_rcache_region_hdr(region)->comps, &comp->link);
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);
     }
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_rcache_purge(rcache);
 }

@@ -126,7 +126,6 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    pthread_spin_init(&rcache->lock, PTHREAD_PROCESS_PRIVATE);
     pthread_mutex_init(&rcache->reg_lock, NULL);
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->lru);
@@ -173,7 +172,6 @@ err_fork:
     ucs_rcache_fork_unregister(rcache);
 err_free:
     pthread_mutex_destroy(&rcache->reg_lock);
-    pthread_spin_destroy(&rcache->lock);
     free(rcache);
 err:
     return status;
@@ -204,10 +202,10 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
 
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     pthread_mutex_unlock(&rcache->reg_lock);
     ucs_rcache_regions_release(rcache, &dead);
 
@@ -220,7 +218,6 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     pthread_mutex_destroy(&rcache->reg_lock);
-    pthread_spin_destroy(&rcache->lock);
     free(rcache);
     return UCS_OK;
 }

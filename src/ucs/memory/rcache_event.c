@@ -19,15 +19,13 @@ static int ucs_rcache_ranges_intersect(ucs_pgt_addr_t s1, ucs_pgt_addr_t e1,
     return (s1 < e2) && (s2 < e1);
 }
 
-void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                            ucs_pgt_addr_t end)
+void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                   ucs_pgt_addr_t end)
 {
     ucs_range_index_t *index = &rcache->index;
     ucs_rcache_region_t *region;
     ucs_range_index_iter_t iter;
-    int wake;
 
-    pthread_spin_lock(&rcache->lock);
     for (region = (ucs_rcache_region_t*)ucs_range_index_lower(index, start,
                                                               &iter);
          (region != NULL) && (region->super.start < end);
@@ -43,13 +41,24 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         rcache->inflight.invalidated = 1;
     }
     ucs_rcache_prot_forget_locked(rcache, start, end);
+}
+
+void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                            ucs_pgt_addr_t end)
+{
+    int wake;
+
+    if (!ucs_rcache_lock_or_defer(rcache, start, end)) {
+        return; /* the interrupted owner applies it */
+    }
+    ucs_rcache_unmap_range_locked(rcache, start, end);
     wake = (rcache->unreleased_size > rcache->max_unreleased) &&
            ucs_rcache_atomic_load(&rcache->cleanup.running) &&
            !rcache->cleanup.wake_pending;
     if (wake) {
         ucs_rcache_atomic_store(&rcache->cleanup.wake_pending, 1);
     }
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     if (wake) {
         ucs_rcache_cleanup_wake(rcache);
     }

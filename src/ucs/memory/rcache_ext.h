@@ -29,6 +29,8 @@ typedef struct ucs_rcache_stats {
     uint64_t total_size;    /* their bytes */
     uint64_t cleanups;      /* purges by the background cleanup thread */
     uint64_t unreleased;    /* invalidated bytes not yet purged */
+    uint64_t deferred_unmaps; /* unmaps from a signal handler of the thread
+                                 holding the cache lock, applied after it */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */

@@ -28,7 +28,7 @@ static void ucs_rcache_fork_prepare(void)
     pthread_mutex_lock(&ucs_rcache_fork_lock);
     ucs_rcache_fork_for_each(rcache) {
         pthread_mutex_lock(&rcache->reg_lock);
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         if (rcache->purge_on_fork) {
             ucs_rcache_tombstone_all_locked(rcache);
         }
@@ -40,7 +40,7 @@ static void ucs_rcache_fork_parent(void)
     ucs_rcache_t *rcache;
 
     ucs_rcache_fork_for_each(rcache) {
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
         pthread_mutex_unlock(&rcache->reg_lock);
     }
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
@@ -51,7 +51,8 @@ static void ucs_rcache_fork_child(void)
     ucs_rcache_t *rcache;
 
     ucs_rcache_fork_for_each(rcache) {
-        pthread_spin_init(&rcache->lock, PTHREAD_PROCESS_PRIVATE);
+        rcache->lock           = 0; /* held by the parent's forking thread */
+        rcache->deferred.count = 0;
         pthread_mutex_init(&rcache->reg_lock, NULL);
         rcache->fork_gen++;
         rcache->inflight.active = 0;

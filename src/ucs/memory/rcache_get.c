@@ -70,9 +70,9 @@ static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
     if (status != UCS_OK) {
         return status;
     }
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_range_index_grow_install(&rcache->index, &spare);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_range_index_spare_free(&spare);
     return UCS_OK;
 }
@@ -115,7 +115,7 @@ static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
                        64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
         return NULL;
     }
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     *(void**)slab = rcache->slabs;
     rcache->slabs = slab;
     for (i = 1; i < UCS_RCACHE_SLAB_REGIONS; ++i) {
@@ -124,7 +124,7 @@ static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
         memset(region, 0, sizeof(*region)); /* refcount 0: never taken */
         ucs_list_add_tail(&rcache->pool, &region->tmp_list);
     }
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     return (ucs_rcache_region_hdr_t*)(slab + 64);
 }
 
@@ -178,12 +178,12 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
     region->prot        = span->prot;
     region->status      = UCS_INPROGRESS;
 
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     rcache->inflight.start       = span->start;
     rcache->inflight.end         = span->end;
     rcache->inflight.invalidated = 0;
     rcache->inflight.active      = 1;
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
 
     /* mark before pinning: a fork in between must not share the pages */
     status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
@@ -202,9 +202,9 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
         ucs_rcache_atomic_add(&rcache->stats.regs, 1);
     } else {
         ucs_rcache_atomic_add(&rcache->stats.reg_failures, 1);
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
     }
     return status;
 }
@@ -234,9 +234,9 @@ static ucs_status_t ucs_rcache_register_retry(ucs_rcache_t *rcache,
     }
 
     ucs_list_head_init(&dead);
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_rcache_evict_locked(rcache, 1, &dead);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 
     status = ucs_rcache_register(rcache, region, span, arg, 0);
@@ -294,7 +294,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         rcache->stats.gets += (retries == 0);
         ucs_rcache_purge_locked(rcache, dead);
         region = ucs_rcache_lookup_locked(rcache, span.start, span.end,
@@ -302,7 +302,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
             rcache->stats.hits_slow++;
-            pthread_spin_unlock(&rcache->lock);
+            ucs_rcache_unlock(rcache);
             *region_p = region;
             return UCS_OK;
         }
@@ -312,7 +312,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                                                  span.prot);
         need     = ucs_range_index_insert_needs(&rcache->index);
         recycled = ucs_rcache_pool_pop_locked(rcache);
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
 
         if (!prot_ok &&
             !ucs_rcache_prot_check(rcache, span.start, span.end, span.prot)) {
@@ -348,16 +348,16 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_pfn_record(rcache, region);
         }
 
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, dead);
-            pthread_spin_unlock(&rcache->lock);
+            ucs_rcache_unlock(rcache);
             *region_p = region;
             return UCS_OK;
         }
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
         /* pages went away during mem_reg: the registration may be stale */
         ucs_rcache_region_release(rcache, region);
     }
@@ -368,9 +368,9 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
 
 err_recycle:
     if (recycled != NULL) {
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         ucs_list_add_tail(&rcache->pool, &recycled->tmp_list);
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
     }
     return status;
 }

@@ -2,10 +2,13 @@
  * Registration cache internals shared by the rcache_*.c files.
  *
  * Locking (see rcache.h for the public contract):
- *  - lock (spinlock): index, LRU, pending list, counters, in-flight
- *    registration, maps cache.  Held only for short sections that never
- *    allocate, free, log or call user ops, so the unmap handler (hook
- *    context) can take it without deadlocking the thread it interrupts.
+ *  - lock (spinlock with an owner): index, LRU, pending list, counters,
+ *    in-flight registration, maps cache.  Held only for short sections
+ *    that never allocate, free, log or call user ops.  The unmap handler
+ *    (hook context) takes it, except when it runs in a signal handler of
+ *    the thread that holds it: it then records the range (deferred) and the
+ *    owner applies it before unlocking; lock-free hits see deferred ranges
+ *    and take the locked path meanwhile.
  *  - reg_lock (mutex): serializes the registration path (misses); user ops
  *    may run under it; neither lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
@@ -25,6 +28,9 @@
 
 /* Mappings remembered from /proc/self/maps. */
 #define UCS_RCACHE_MAPS_CACHE 64
+
+/* Unmapped ranges remembered while the lock owner is interrupted. */
+#define UCS_RCACHE_DEFERRED 16
 
 /* Regions are carved from blocks of this many, freed at destroy. */
 #define UCS_RCACHE_SLAB_REGIONS 64
@@ -77,7 +83,14 @@ typedef struct ucs_rcache_config {
 } ucs_rcache_config_t;
 
 struct ucs_rcache {
-    pthread_spinlock_t  lock;
+    uintptr_t           lock;        /* owner (ucs_rcache_self()), 0: free */
+    struct {
+        unsigned        count;       /* atomic; > UCS_RCACHE_DEFERRED: all */
+        struct {
+            ucs_pgt_addr_t start, end;
+        }               ranges[UCS_RCACHE_DEFERRED];
+    } deferred;                      /* unmaps seen by the lock owner's own
+                                        signal handlers, see rcache_lock.c */
     pthread_mutex_t     reg_lock;
     ucs_range_index_t   index;       /* valid regions and tombstones */
     ucs_list_link_t     lru;         /* valid regions, least recent first */
@@ -214,6 +227,17 @@ void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
 void ucs_rcache_fork_unregister(ucs_rcache_t *rcache);
+
+/* rcache_lock.c */
+void ucs_rcache_lock(ucs_rcache_t *rcache);
+void ucs_rcache_unlock(ucs_rcache_t *rcache);
+/* Hook context: take the lock, or (owner interrupted) defer the range.
+ * Returns 1 if the lock is now held. */
+int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                             ucs_pgt_addr_t end);
+/* rcache_event.c: tombstone what intersects [start, end) (lock held) */
+void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                   ucs_pgt_addr_t end);
 
 #define ucs_rcache_atomic_add(_p, _v) __atomic_add_fetch(_p, _v, __ATOMIC_ACQ_REL)
 #define ucs_rcache_atomic_sub(_p, _v) __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)

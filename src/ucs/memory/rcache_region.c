@@ -139,9 +139,9 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
      * the lock orders us after an invalidation that added one */
     ucs_list_head_init(&comps);
     if (!ucs_list_is_empty(&hdr->comps)) {
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         ucs_list_splice_tail(&comps, &hdr->comps);
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
     }
     while (!ucs_list_is_empty(&comps)) {
         comp = ucs_container_of(comps.next, ucs_rcache_comp_t, link);
@@ -153,9 +153,9 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     ucs_rcache_pfn_release(region);
     ucs_rcache_atomic_sub(&rcache->live_regions, 1);
     /* type-stable: lock-free lookups may still read this memory */
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_list_add_tail(&rcache->pool, &region->tmp_list);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
 }
 
 void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead)
@@ -174,8 +174,8 @@ void ucs_rcache_purge(ucs_rcache_t *rcache)
     ucs_list_link_t dead;
 
     ucs_list_head_init(&dead);
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 }
