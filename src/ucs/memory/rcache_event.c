@@ -13,6 +13,28 @@
 #include <ucm/api/ucm.h>
 #include <sys/mman.h>
 
+/* The last VM_UNMAPPED range of this thread: shmdt and brk events after
+ * the call do not say how much went away (hook context: TLS only). */
+static __thread struct {
+    ucs_pgt_addr_t start, end;
+} ucs_rcache_last_unmapped __attribute__((tls_model("initial-exec")));
+
+/* After shmdt/brk: the range unmapped at addr, as VM_UNMAPPED told it
+ * before the call; one page if that was overwritten (nested signal). */
+static void ucs_rcache_unmap_after(ucs_rcache_t *rcache, const void *addr)
+{
+    ucs_pgt_addr_t start = (ucs_pgt_addr_t)addr;
+
+    /* brk to an unaligned address unmaps from the next page boundary */
+    if ((ucs_rcache_last_unmapped.start >= start) &&
+        (ucs_rcache_last_unmapped.start - start < 4096)) {
+        ucs_rcache_unmap_range(rcache, ucs_rcache_last_unmapped.start,
+                               ucs_rcache_last_unmapped.end);
+    } else {
+        ucs_rcache_unmap_range(rcache, start, start + 4096);
+    }
+}
+
 static int ucs_rcache_ranges_intersect(ucs_pgt_addr_t s1, ucs_pgt_addr_t e1,
                                        ucs_pgt_addr_t s2, ucs_pgt_addr_t e2)
 {
@@ -117,6 +139,16 @@ void ucs_rcache_native_after_cb(int event_type, void *event_p, void *arg)
                                  event->madvise.length);
         }
         break;
+    case UCM_EVENT_SHMDT:
+        if (event->shmdt.result == 0) {
+            ucs_rcache_unmap_after(arg, event->shmdt.shmaddr);
+        }
+        break;
+    case UCM_EVENT_BRK:
+        if (event->brk.result == 0) {
+            ucs_rcache_unmap_after(arg, event->brk.addr);
+        }
+        break;
     case UCM_EVENT_SBRK:
         if ((event->sbrk.increment < 0) &&
             (event->sbrk.result != (void*)-1)) {
@@ -147,6 +179,11 @@ void ucs_rcache_event_cb(int event_type, void *event_p, void *arg)
     }
     if (size == 0) {
         return;
+    }
+    if (event_type == UCM_EVENT_VM_UNMAPPED) {
+        ucs_rcache_last_unmapped.start = start;
+        ucs_rcache_last_unmapped.end   = (start + size < start) ? ~0ul :
+                                                                  start + size;
     }
     ucs_rcache_unmap_range(arg, start,
                            (start + size < start) ? ~0ul : start + size);

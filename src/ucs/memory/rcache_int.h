@@ -206,7 +206,8 @@ void ucs_rcache_event_cb(int event_type, void *event, void *arg);
 /* Native events that unmap, seen after the system call. */
 #define UCS_RCACHE_NATIVE_EVENTS (UCM_EVENT_MUNMAP | UCM_EVENT_MMAP | \
                                   UCM_EVENT_MREMAP | UCM_EVENT_MADVISE | \
-                                  UCM_EVENT_SBRK)
+                                  UCM_EVENT_SBRK | UCM_EVENT_SHMDT | \
+                                  UCM_EVENT_BRK)
 void ucs_rcache_native_after_cb(int event_type, void *event, void *arg);
 
 /* rcache_dontfork.c: process-wide page counts (own mutex; never from the
