@@ -104,13 +104,32 @@ static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
     return UCS_OK;
 }
 
+/* The registration path, out of line so that the hit path stays small. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                    ucs_pgt_addr_t end, int prot, void *arg,
+                    ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+    ucs_status_t status;
+
+    status = ucs_rcache_get_slow(rcache, start, end, prot, arg, &region);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (ucs_unlikely(rcache->check_pfn)) {
+        ucs_rcache_pfn_verify(rcache, region);
+    }
+    *region_p = region;
+    return UCS_OK;
+}
+
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, int prot, void *arg,
                                       ucs_rcache_region_t **region_p)
 {
     ucs_pgt_addr_t start, end;
     ucs_rcache_region_t *region;
-    ucs_status_t status;
     size_t align_mask;
 
     if (ucs_unlikely((rcache == NULL) || (address == NULL) || (length == 0) ||
@@ -137,15 +156,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         return UCS_OK;
     }
 
-    status = ucs_rcache_get_slow(rcache, start, end, prot, arg, &region);
-    if (status != UCS_OK) {
-        return status;
-    }
-    if (ucs_unlikely(rcache->check_pfn)) {
-        ucs_rcache_pfn_verify(rcache, region);
-    }
-    *region_p = region;
-    return UCS_OK;
+    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
