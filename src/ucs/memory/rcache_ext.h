@@ -1,7 +1,15 @@
 /*
  * Additions to the UCX 1.13 registration cache API (nothing there changes):
- * statistics query and print, and a destroy that reports held regions.
- * Thread-safe; not callable from hook context.
+ * statistics query and print, configuration print, and a destroy that
+ * reports held regions.  Thread-safe; not callable from hook context.
+ *
+ * Behaviour beyond UCX 1.13 worth knowing:
+ *  - with a finite max_unreleased (params or UCX_RCACHE_MAX_UNRELEASED) a
+ *    background thread of the cache deregisters invalidated regions, so
+ *    ops->mem_dereg may run on that thread (never in hook context);
+ *  - UCX_RCACHE_DONTFORK=yes|no|auto marks registered pages MADV_DONTFORK
+ *    (auto: kernels before 5.9), restored when the last registration of a
+ *    page is deregistered: a forked child does not have those pages.
  */
 #ifndef UCS_RCACHE_EXT_H_
 #define UCS_RCACHE_EXT_H_
