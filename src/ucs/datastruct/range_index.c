@@ -9,11 +9,11 @@
 #include <string.h>
 
 #define UCS_RANGE_INDEX_HALF ((UCS_RANGE_INDEX_FANOUT + 1) / 2)
-#define UCS_RANGE_INDEX_MIN  (UCS_RANGE_INDEX_FANOUT / 4)
+#define UCS_RANGE_INDEX_MIN (UCS_RANGE_INDEX_FANOUT / 4)
 #define UCS_RANGE_INDEX_NONE (~(ucs_pgt_addr_t)0)
 
-static inline ucs_range_index_node_t *ucs_range_index_node(ucs_range_index_t *index,
-                                                           uint32_t idx)
+static inline ucs_range_index_node_t *
+ucs_range_index_node(ucs_range_index_t *index, uint32_t idx)
 {
     return &index->chunks[idx >> UCS_RANGE_INDEX_CHUNK_SHIFT]
                          [idx & (UCS_RANGE_INDEX_CHUNK_NODES - 1)];
@@ -102,8 +102,10 @@ static void ucs_range_index_slot_insert(ucs_range_index_node_t *node,
 {
     unsigned n = node->count - slot;
 
-    memmove(&node->keys[slot + 1], &node->keys[slot], n * sizeof(node->keys[0]));
-    memmove(&node->vals[slot + 1], &node->vals[slot], n * sizeof(node->vals[0]));
+    memmove(&node->keys[slot + 1], &node->keys[slot],
+            n * sizeof(node->keys[0]));
+    memmove(&node->vals[slot + 1], &node->vals[slot],
+            n * sizeof(node->vals[0]));
     node->keys[slot] = key;
     node->vals[slot] = val;
     ++node->count;
@@ -114,8 +116,10 @@ static void ucs_range_index_slot_remove(ucs_range_index_node_t *node,
 {
     unsigned n = node->count - slot - 1;
 
-    memmove(&node->keys[slot], &node->keys[slot + 1], n * sizeof(node->keys[0]));
-    memmove(&node->vals[slot], &node->vals[slot + 1], n * sizeof(node->vals[0]));
+    memmove(&node->keys[slot], &node->keys[slot + 1],
+            n * sizeof(node->keys[0]));
+    memmove(&node->vals[slot], &node->vals[slot + 1],
+            n * sizeof(node->vals[0]));
     --node->count;
     node->keys[node->count] = UCS_RANGE_INDEX_NONE;
 }
@@ -127,8 +131,8 @@ static void ucs_range_index_split(ucs_range_index_t *index,
                                   ucs_range_index_node_t *parent, unsigned slot,
                                   ucs_pgt_addr_t key)
 {
-    ucs_range_index_node_t *left = ucs_range_index_node(index,
-                                                        parent->vals[slot]);
+    ucs_range_index_node_t *left =
+        ucs_range_index_node(index, parent->vals[slot]);
     uint32_t right_idx = ucs_range_index_node_alloc(index, left->level);
     ucs_range_index_node_t *right = ucs_range_index_node(index, right_idx);
     unsigned keep, moved, i;
@@ -321,19 +325,19 @@ ucs_pgt_region_t *ucs_range_index_lower(const ucs_range_index_t *index,
     iter->node = idx;
     iter->slot = slot;
     iter->key  = node->keys[slot];
-    return (ucs_pgt_region_t*)node->vals[slot];
+    return (ucs_pgt_region_t *)node->vals[slot];
 }
 
 ucs_pgt_region_t *ucs_range_index_next(const ucs_range_index_t *index,
                                        ucs_range_index_iter_t *iter)
 {
-    const ucs_range_index_node_t *node = ucs_range_index_cnode(index,
-                                                               iter->node);
+    const ucs_range_index_node_t *node =
+        ucs_range_index_cnode(index, iter->node);
 
     if (iter->slot + 1 < node->count) {
         ++iter->slot;
         iter->key = node->keys[iter->slot];
-        return (ucs_pgt_region_t*)node->vals[iter->slot];
+        return (ucs_pgt_region_t *)node->vals[iter->slot];
     }
     /* next leaf: search again from the root */
     return ucs_range_index_lower(index, iter->key, iter);

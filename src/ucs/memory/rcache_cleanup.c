@@ -73,8 +73,8 @@ ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
     rcache->cleanup.efd          = efd;
     rcache->cleanup.stop         = 0;
     rcache->cleanup.wake_pending = 0;
-    ret = pthread_create(&rcache->cleanup.thread, NULL,
-                         ucs_rcache_cleanup_thread, rcache);
+    ret                          = pthread_create(&rcache->cleanup.thread, NULL,
+                                                  ucs_rcache_cleanup_thread, rcache);
     if (ret != 0) {
         ucs_rcache_error("%s: cannot start the cleanup thread: %s",
                          rcache->name, strerror(ret));

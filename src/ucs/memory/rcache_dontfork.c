@@ -21,13 +21,13 @@
 
 typedef struct {
     ucs_pgt_region_t super; /* page-aligned [start, end) */
-    unsigned long    refs;  /* registrations covering it */
+    unsigned long refs;     /* registrations covering it */
 } ucs_rcache_dfseg_t;
 
-static pthread_mutex_t   ucs_rcache_df_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t ucs_rcache_df_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucs_range_index_t ucs_rcache_df_index;
-static pthread_once_t    ucs_rcache_df_once = PTHREAD_ONCE_INIT;
-static unsigned long     ucs_rcache_df_marked; /* pages, for tests */
+static pthread_once_t ucs_rcache_df_once = PTHREAD_ONCE_INIT;
+static unsigned long ucs_rcache_df_marked; /* pages, for tests */
 
 static void ucs_rcache_df_prepare(void)
 {
@@ -96,8 +96,7 @@ static ucs_status_t ucs_rcache_df_room(void)
 }
 
 static ucs_status_t ucs_rcache_df_insert(ucs_pgt_addr_t start,
-                                         ucs_pgt_addr_t end,
-                                         unsigned long refs)
+                                         ucs_pgt_addr_t end, unsigned long refs)
 {
     ucs_rcache_dfseg_t *seg;
 
@@ -122,8 +121,8 @@ static ucs_status_t ucs_rcache_df_cut(ucs_pgt_addr_t addr)
     ucs_pgt_addr_t end;
     ucs_status_t status;
 
-    seg = (ucs_rcache_dfseg_t*)ucs_range_index_find(&ucs_rcache_df_index,
-                                                    addr);
+    seg =
+        (ucs_rcache_dfseg_t *)ucs_range_index_find(&ucs_rcache_df_index, addr);
     if ((seg == NULL) || (seg->super.start == addr)) {
         return UCS_OK;
     }
@@ -142,11 +141,10 @@ static ucs_status_t ucs_rcache_df_cut(ucs_pgt_addr_t addr)
 static int ucs_rcache_df_advise(ucs_pgt_addr_t start, ucs_pgt_addr_t end,
                                 int advice)
 {
-    if (madvise((void*)start, end - start, advice) != 0) {
-        ucs_rcache_error("madvise(0x%lx, %lu, %s) failed: %m", start,
-                         end - start,
-                         (advice == MADV_DONTFORK) ? "MADV_DONTFORK" :
-                                                     "MADV_DOFORK");
+    if (madvise((void *)start, end - start, advice) != 0) {
+        ucs_rcache_error(
+            "madvise(0x%lx, %lu, %s) failed: %m", start, end - start,
+            (advice == MADV_DONTFORK) ? "MADV_DONTFORK" : "MADV_DOFORK");
         return -1;
     }
     return 0;
@@ -157,7 +155,7 @@ static void ucs_rcache_df_page_align(ucs_pgt_addr_t *start, ucs_pgt_addr_t *end)
     ucs_pgt_addr_t mask = (ucs_pgt_addr_t)sysconf(_SC_PAGESIZE) - 1;
 
     *start &= ~mask;
-    *end    = (*end + mask) & ~mask;
+    *end = (*end + mask) & ~mask;
 }
 
 ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
@@ -173,8 +171,8 @@ ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
 
     /* mark the pages nobody marked yet; undo all on failure */
     for (cur = start; cur < end; cur = gap_end) {
-        seg = (ucs_rcache_dfseg_t*)ucs_range_index_lower(&ucs_rcache_df_index,
-                                                         cur, &iter);
+        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
+                                                          cur, &iter);
         if ((seg != NULL) && (seg->super.start <= cur)) {
             gap_end = ucs_min(seg->super.end, end);
             continue;
@@ -192,8 +190,8 @@ ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
     }
     cur = start;
     while ((status == UCS_OK) && (cur < end)) {
-        seg = (ucs_rcache_dfseg_t*)ucs_range_index_lower(&ucs_rcache_df_index,
-                                                         cur, &iter);
+        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
+                                                          cur, &iter);
         if ((seg != NULL) && (seg->super.start <= cur)) {
             ++seg->refs;
             cur = seg->super.end;
@@ -203,7 +201,7 @@ ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
         status  = ucs_rcache_df_insert(cur, gap_end, 1);
         if (status == UCS_OK) {
             ucs_rcache_df_marked += (gap_end - cur) / sysconf(_SC_PAGESIZE);
-            cur                   = gap_end;
+            cur = gap_end;
         }
     }
     if (status != UCS_OK) {
@@ -223,8 +221,8 @@ err_undo:
 err_undo_from:
     /* restore the pages this call marked and nobody counts */
     for (cur = start; cur < end; cur = gap_end) {
-        seg = (ucs_rcache_dfseg_t*)ucs_range_index_lower(&ucs_rcache_df_index,
-                                                         cur, &iter);
+        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
+                                                          cur, &iter);
         if ((seg != NULL) && (seg->super.start <= cur)) {
             gap_end = ucs_min(seg->super.end, end);
             continue;
@@ -249,13 +247,14 @@ void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
         (ucs_rcache_df_cut(end) != UCS_OK)) {
         /* cannot split: keep the pages marked (safe, only not restored) */
         ucs_rcache_error("no memory to count MADV_DONTFORK pages; "
-                         "[0x%lx, 0x%lx) stays marked", start, end);
+                         "[0x%lx, 0x%lx) stays marked",
+                         start, end);
         pthread_mutex_unlock(&ucs_rcache_df_lock);
         return;
     }
     for (cur = start; cur < end;) {
-        seg = (ucs_rcache_dfseg_t*)ucs_range_index_lower(&ucs_rcache_df_index,
-                                                         cur, &iter);
+        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
+                                                          cur, &iter);
         if ((seg == NULL) || (seg->super.start >= end)) {
             break;
         }
@@ -271,8 +270,8 @@ void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
             free_start = seg->super.start;
         }
         free_end = seg->super.end;
-        ucs_rcache_df_marked -= (seg->super.end - seg->super.start) /
-                                sysconf(_SC_PAGESIZE);
+        ucs_rcache_df_marked -=
+            (seg->super.end - seg->super.start) / sysconf(_SC_PAGESIZE);
         ucs_range_index_remove(&ucs_rcache_df_index, &seg->super);
         free(seg);
     }

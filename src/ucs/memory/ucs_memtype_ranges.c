@@ -77,8 +77,8 @@ void ucs_memtype_ranges_remove(ucs_memtype_ranges_t *ranges, uintptr_t start,
     ucs_memtype_range_t *item;
     uintptr_t item_end;
 
-    while (((item = (ucs_memtype_range_t*)ucs_range_index_lower(
-                     &ranges->index, start, &iter)) != NULL) &&
+    while (((item = (ucs_memtype_range_t *)ucs_range_index_lower(
+                 &ranges->index, start, &iter)) != NULL) &&
            (item->super.start < end)) {
         if (item->super.start < start) {
             /* keep the head (its end is the key: reinsert) */
@@ -119,8 +119,8 @@ ucs_status_t ucs_memtype_ranges_find(const ucs_memtype_ranges_t *ranges,
     ucs_memory_type_t type;
     uintptr_t covered;
 
-    item = (const ucs_memtype_range_t*)ucs_range_index_lower(&ranges->index,
-                                                             start, &iter);
+    item = (const ucs_memtype_range_t *)ucs_range_index_lower(&ranges->index,
+                                                              start, &iter);
     if ((item == NULL) || (item->super.start >= end)) {
         return UCS_ERR_NO_ELEM;
     }
@@ -132,8 +132,8 @@ ucs_status_t ucs_memtype_ranges_find(const ucs_memtype_ranges_t *ranges,
     type    = item->type;
     covered = item->super.end;
     while (covered < end) {
-        item = (const ucs_memtype_range_t*)ucs_range_index_next(&ranges->index,
-                                                                &iter);
+        item = (const ucs_memtype_range_t *)ucs_range_index_next(&ranges->index,
+                                                                 &iter);
         if ((item == NULL) || (item->super.start != covered) ||
             (item->type != type)) {
             type = UCS_MEMORY_TYPE_UNKNOWN;
