@@ -5,13 +5,20 @@
  *   ucm_info -c   effective UCX_MEM_* configuration
  *   ucm_info -e   install the hooks, self-test every event, show per-hook mode
  *   ucm_info -a   both (default)
- * Exit status: 0 if every enabled event works, 1 if one does not, 2 on usage.
+ *   ucm_info -r   registration cache: effective UCX_RCACHE_* values, then a
+ *                 demo cache (no-op registration) taken through a miss, a
+ *                 hit, a merge and an munmap, its counters checked and
+ *                 printed with ucs_rcache_print_stats()
+ * Exit status: 0 if every enabled event works (and, with -r, the cache
+ * counted what it did), 1 if not, 2 on usage.
  */
 #include <ucm/api/ucm.h>
 #include <ucm/api/ucm_ext.h>
+#include <ucs/memory/rcache_ext.h>
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const struct {
@@ -80,22 +87,112 @@ static int ucm_info_self_test(void)
     return result;
 }
 
+static ucs_status_t ucm_info_rcache_reg(void *context, ucs_rcache_t *rcache,
+                                        void *arg, ucs_rcache_region_t *region,
+                                        uint16_t flags)
+{
+    return UCS_OK;
+}
+
+static void ucm_info_rcache_dereg(void *context, ucs_rcache_t *rcache,
+                                  ucs_rcache_region_t *region)
+{
+}
+
+/* one line per failed expectation; returns 1 if any failed */
+static int ucm_info_rcache_expect(const char *what, uint64_t value,
+                                  uint64_t expected)
+{
+    if (value == expected) {
+        return 0;
+    }
+    printf("# rcache demo: %s is %lu, expected %lu\n", what,
+           (unsigned long)value, (unsigned long)expected);
+    return 1;
+}
+
+static int ucm_info_rcache(void)
+{
+    static const ucs_rcache_ops_t ops = {ucm_info_rcache_reg,
+                                         ucm_info_rcache_dereg, NULL};
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    ucs_rcache_params_t params;
+    ucs_rcache_region_t *region;
+    ucs_rcache_stats_t stats;
+    ucs_rcache_t *rcache;
+    int bad = 0;
+    char *buf;
+
+    printf("#\n# Registration cache configuration (UCX_RCACHE_*)\n#\n");
+    if (ucs_rcache_print_config(stdout) != UCS_OK) {
+        return 1;
+    }
+    memset(&params, 0, sizeof(params));
+    params.region_struct_size = sizeof(ucs_rcache_region_t);
+    params.alignment          = page;
+    params.max_alignment      = page;
+    params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+    params.ucm_event_priority = 1000;
+    params.ops                = &ops;
+    if (ucs_rcache_create(&params, "ucm_info-demo", NULL, &rcache) != UCS_OK) {
+        return 1;
+    }
+    buf = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) {
+        perror("mmap");
+        ucs_rcache_destroy(rcache);
+        return 1;
+    }
+    /* miss, hit, then a request touching it: one merged registration */
+    if ((ucs_rcache_get(rcache, buf, page, PROT_READ, NULL, &region) != UCS_OK) ||
+        (ucs_rcache_region_put(rcache, region), 0) ||
+        (ucs_rcache_get(rcache, buf + 8, 64, PROT_READ, NULL, &region) != UCS_OK) ||
+        (ucs_rcache_region_put(rcache, region), 0) ||
+        (ucs_rcache_get(rcache, buf + page, page, PROT_READ, NULL, &region) != UCS_OK)) {
+        printf("# rcache demo: ucs_rcache_get failed\n");
+        bad = 1;
+    } else {
+        ucs_rcache_region_put(rcache, region);
+    }
+    munmap(buf, 4 * page); /* the unmap event invalidates the region */
+    if (ucs_rcache_query_stats(rcache, &stats) != UCS_OK) {
+        bad = 1;
+    } else {
+        bad |= ucm_info_rcache_expect("gets", stats.gets, 3);
+        bad |= ucm_info_rcache_expect("fast hits", stats.hits_fast, 1);
+        bad |= ucm_info_rcache_expect("merges", stats.merges, 1);
+        bad |= ucm_info_rcache_expect("regs", stats.regs, 2);
+        bad |= ucm_info_rcache_expect("unmap invalidations",
+                                      stats.unmap_invalidations, 1);
+        bad |= ucm_info_rcache_expect("regions", stats.regions, 0);
+    }
+    printf("#\n# Registration cache demo (%s)\n#\n", bad ? "FAILED" : "ok");
+    ucs_rcache_print_stats(rcache, stdout);
+    ucs_rcache_destroy(rcache);
+    return bad;
+}
+
 static void ucm_info_usage(const char *argv0)
 {
     fprintf(stderr,
-            "Usage: %s [-c] [-e] [-a] [-h]\n"
+            "Usage: %s [-c] [-e] [-a] [-r] [-h]\n"
             "  -c  print the effective UCX_MEM_* configuration\n"
             "  -e  install the hooks and self-test every memory event\n"
-            "  -a  both (default)\n",
+            "  -a  both (default)\n"
+            "  -r  print the UCX_RCACHE_* configuration, run a demo "
+            "registration\n"
+            "      cache and print its statistics\n",
             argv0);
 }
 
 int main(int argc, char **argv)
 {
-    int print_config = 0, self_test = 0, c, ret = 0;
+    int print_config = 0, self_test = 0, rcache = 0, c, ret = 0;
 
-    while ((c = getopt(argc, argv, "ceah")) != -1) {
+    while ((c = getopt(argc, argv, "ceahr")) != -1) {
         switch (c) {
+        case 'r': rcache = 1; break;
         case 'c': print_config = 1; break;
         case 'e': self_test = 1; break;
         case 'a': print_config = self_test = 1; break;
@@ -103,7 +200,7 @@ int main(int argc, char **argv)
         default:  ucm_info_usage(argv[0]); return 2;
         }
     }
-    if (!print_config && !self_test) {
+    if (!print_config && !self_test && !rcache) {
         print_config = self_test = 1;
     }
     if (print_config) {
@@ -111,6 +208,9 @@ int main(int argc, char **argv)
     }
     if (self_test) {
         ret = ucm_info_self_test();
+    }
+    if (rcache) {
+        ret |= ucm_info_rcache();
     }
     return ret;
 }

@@ -1,168 +1,386 @@
 /*
- * Sorted range index: insertion, removal and two-phase growth.
+ * Range index B+tree: insertion (splitting full nodes on the way down),
+ * removal (merging small neighbours on the way up), walking, and node
+ * chunks allocated in two phases.
  */
 #include "range_index.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#define UCS_RANGE_INDEX_HALF ((UCS_RANGE_INDEX_FANOUT + 1) / 2)
+#define UCS_RANGE_INDEX_MIN (UCS_RANGE_INDEX_FANOUT / 4)
+#define UCS_RANGE_INDEX_NONE (~(ucs_pgt_addr_t)0)
+
+static inline ucs_range_index_node_t *
+ucs_range_index_node(ucs_range_index_t *index, uint32_t idx)
+{
+    return &index->chunks[idx >> UCS_RANGE_INDEX_CHUNK_SHIFT]
+                         [idx & (UCS_RANGE_INDEX_CHUNK_NODES - 1)];
+}
+
+static inline const ucs_range_index_node_t *
+ucs_range_index_cnode(const ucs_range_index_t *index, uint32_t idx)
+{
+    return &index->chunks[idx >> UCS_RANGE_INDEX_CHUNK_SHIFT]
+                         [idx & (UCS_RANGE_INDEX_CHUNK_NODES - 1)];
+}
+
+/* Writers bracket every change; readers compare the count. */
+static void ucs_range_index_write_begin(ucs_range_index_t *index)
+{
+    __atomic_store_n(&index->seq, index->seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void ucs_range_index_write_end(ucs_range_index_t *index)
+{
+    __atomic_store_n(&index->seq, index->seq + 1, __ATOMIC_RELEASE);
+}
+
 void ucs_range_index_init(ucs_range_index_t *index)
 {
     memset(index, 0, sizeof(*index));
+    index->bump = 1; /* node number 0 means "none" */
 }
 
 void ucs_range_index_cleanup(ucs_range_index_t *index)
 {
-    ucs_range_index_block_t *block = index->block, *next;
+    uint32_t i;
 
-    for (; block != NULL; block = next) {
-        next = block->retired;
-        free(block);
+    for (i = 0; i < index->nchunks; ++i) {
+        free(index->chunks[i]);
     }
     ucs_range_index_init(index);
 }
 
-void ucs_range_index_update_tops(ucs_range_index_t *index, size_t pos)
+static uint32_t ucs_range_index_node_alloc(ucs_range_index_t *index,
+                                           unsigned level)
 {
-    size_t group, last;
+    ucs_range_index_node_t *node;
+    uint32_t idx;
+    unsigned i;
 
-    if (index->count == 0) {
+    if (index->free_head != 0) {
+        idx              = index->free_head;
+        node             = ucs_range_index_node(index, idx);
+        index->free_head = node->next;
+        --index->free_count;
+    } else {
+        idx  = index->bump++;
+        node = ucs_range_index_node(index, idx);
+    }
+    node->count = 0;
+    node->level = level;
+    node->next  = 0;
+    for (i = 0; i <= UCS_RANGE_INDEX_FANOUT; ++i) {
+        node->keys[i] = UCS_RANGE_INDEX_NONE;
+    }
+    return idx;
+}
+
+static void ucs_range_index_node_free(ucs_range_index_t *index, uint32_t idx)
+{
+    ucs_range_index_node_t *node = ucs_range_index_node(index, idx);
+
+    node->count      = 0;
+    node->next       = index->free_head;
+    index->free_head = idx;
+    ++index->free_count;
+}
+
+/* Slot of the first key >= key (count if none). */
+static unsigned ucs_range_index_node_lower(const ucs_range_index_node_t *node,
+                                           ucs_pgt_addr_t key)
+{
+    return (key == 0) ? 0 : ucs_range_index_node_upper(node, key - 1);
+}
+
+static void ucs_range_index_slot_insert(ucs_range_index_node_t *node,
+                                        unsigned slot, ucs_pgt_addr_t key,
+                                        uintptr_t val)
+{
+    unsigned n = node->count - slot;
+
+    memmove(&node->keys[slot + 1], &node->keys[slot],
+            n * sizeof(node->keys[0]));
+    memmove(&node->vals[slot + 1], &node->vals[slot],
+            n * sizeof(node->vals[0]));
+    node->keys[slot] = key;
+    node->vals[slot] = val;
+    ++node->count;
+}
+
+static void ucs_range_index_slot_remove(ucs_range_index_node_t *node,
+                                        unsigned slot)
+{
+    unsigned n = node->count - slot - 1;
+
+    memmove(&node->keys[slot], &node->keys[slot + 1],
+            n * sizeof(node->keys[0]));
+    memmove(&node->vals[slot], &node->vals[slot + 1],
+            n * sizeof(node->vals[0]));
+    --node->count;
+    node->keys[node->count] = UCS_RANGE_INDEX_NONE;
+}
+
+/* Split the full child at parent's slot into two (parent has room).  The
+ * key about to be inserted beyond either end of the child (ascending or
+ * descending registrations) leaves the other part full. */
+static void ucs_range_index_split(ucs_range_index_t *index,
+                                  ucs_range_index_node_t *parent, unsigned slot,
+                                  ucs_pgt_addr_t key)
+{
+    ucs_range_index_node_t *left =
+        ucs_range_index_node(index, parent->vals[slot]);
+    uint32_t right_idx = ucs_range_index_node_alloc(index, left->level);
+    ucs_range_index_node_t *right = ucs_range_index_node(index, right_idx);
+    unsigned keep, moved, i;
+
+    if (key > left->keys[left->count - 1]) {
+        keep = left->count - 1;
+    } else if (key < left->keys[0]) {
+        keep = 1;
+    } else {
+        keep = UCS_RANGE_INDEX_HALF;
+    }
+    moved = left->count - keep;
+    memcpy(right->keys, &left->keys[keep], moved * sizeof(right->keys[0]));
+    memcpy(right->vals, &left->vals[keep], moved * sizeof(right->vals[0]));
+    right->count = moved;
+    left->count  = keep;
+    for (i = keep; i < UCS_RANGE_INDEX_FANOUT; ++i) {
+        left->keys[i] = UCS_RANGE_INDEX_NONE;
+    }
+    ucs_range_index_slot_insert(parent, slot + 1, parent->keys[slot],
+                                right_idx);
+    parent->keys[slot] = left->keys[keep - 1];
+}
+
+void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region)
+{
+    ucs_pgt_addr_t key = region->end;
+    ucs_range_index_node_t *node, *root;
+    uint32_t root_idx;
+    unsigned slot;
+
+    ucs_range_index_write_begin(index);
+    if (index->root == 0) {
+        index->root   = ucs_range_index_node_alloc(index, 0);
+        index->height = 1;
+    }
+    node = ucs_range_index_node(index, index->root);
+    if (node->count == UCS_RANGE_INDEX_FANOUT) {
+        root_idx      = ucs_range_index_node_alloc(index, index->height);
+        root          = ucs_range_index_node(index, root_idx);
+        root->keys[0] = node->keys[node->count - 1];
+        root->vals[0] = index->root;
+        root->count   = 1;
+        ucs_range_index_split(index, root, 0, key);
+        index->root = root_idx;
+        ++index->height;
+        node = root;
+    }
+    while (node->level > 0) {
+        slot = ucs_range_index_node_lower(node, key);
+        if (slot >= node->count) {
+            slot             = node->count - 1;
+            node->keys[slot] = key; /* new largest end below this child */
+        }
+        if (ucs_range_index_node(index, node->vals[slot])->count ==
+            UCS_RANGE_INDEX_FANOUT) {
+            ucs_range_index_split(index, node, slot, key);
+            if (key > node->keys[slot]) {
+                ++slot;
+            }
+        }
+        node = ucs_range_index_node(index, node->vals[slot]);
+    }
+    ucs_range_index_slot_insert(node, ucs_range_index_node_lower(node, key),
+                                key, (uintptr_t)region);
+    ++index->count;
+    ucs_range_index_write_end(index);
+}
+
+/* Merge the child at slot + 1 into the child at slot if both fit in one. */
+static void ucs_range_index_try_merge(ucs_range_index_t *index,
+                                      ucs_range_index_node_t *parent,
+                                      unsigned slot)
+{
+    ucs_range_index_node_t *left, *right;
+    uint32_t right_idx;
+
+    if (slot + 1 >= parent->count) {
         return;
     }
-    for (group = pos / UCS_RANGE_INDEX_GROUP;
-         group * UCS_RANGE_INDEX_GROUP < index->count; ++group) {
-        last = ucs_min((group + 1) * UCS_RANGE_INDEX_GROUP, index->count) - 1;
-        index->tops[group] = index->ends[last];
+    left      = ucs_range_index_node(index, parent->vals[slot]);
+    right_idx = parent->vals[slot + 1];
+    right     = ucs_range_index_node(index, right_idx);
+    if (left->count + right->count > UCS_RANGE_INDEX_FANOUT) {
+        return;
     }
-}
-
-/* Move entry 0 of the writers' view to block offset first. */
-static void ucs_range_index_set_first(ucs_range_index_t *index, size_t first)
-{
-    index->ends    = index->block->ends + first;
-    index->regions = index->block->regions + first;
-    __atomic_store_n(&index->first, first, __ATOMIC_RELEASE);
-}
-
-size_t ucs_range_index_insert(ucs_range_index_t *index,
-                              ucs_pgt_region_t *region)
-{
-    size_t pos   = ucs_range_index_lower(index, region->start);
-    size_t tail  = index->count - pos;
-    int back_ok  = index->first + index->count < index->capacity;
-    int front_ok = index->first > 0;
-
-    if (front_ok && (!back_ok || (pos < tail))) {
-        /* shift entries [0, pos) one slot down */
-        memmove(index->ends - 1, index->ends, pos * sizeof(*index->ends));
-        memmove(index->regions - 1, index->regions,
-                pos * sizeof(*index->regions));
-        ucs_range_index_set_first(index, index->first - 1);
-    } else {
-        memmove(&index->ends[pos + 1], &index->ends[pos],
-                tail * sizeof(*index->ends));
-        memmove(&index->regions[pos + 1], &index->regions[pos],
-                tail * sizeof(*index->regions));
-    }
-    index->ends[pos]    = region->end;
-    index->regions[pos] = region;
-    /* racing readers may see new entries with old tops: they then miss or
-     * find a region they validate (see ucs_range_index_find_racy) */
-    __atomic_store_n(&index->count, index->count + 1, __ATOMIC_RELEASE);
-    ucs_range_index_update_tops(index, pos);
-    return pos;
-}
-
-void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos)
-{
-    size_t tail = index->count - pos - 1;
-
-    if (pos < tail) {
-        /* shift entries [0, pos) one slot up */
-        memmove(index->ends + 1, index->ends, pos * sizeof(*index->ends));
-        memmove(index->regions + 1, index->regions,
-                pos * sizeof(*index->regions));
-        ucs_range_index_set_first(index, index->first + 1);
-    } else {
-        memmove(&index->ends[pos], &index->ends[pos + 1],
-                tail * sizeof(*index->ends));
-        memmove(&index->regions[pos], &index->regions[pos + 1],
-                tail * sizeof(*index->regions));
-    }
-    __atomic_store_n(&index->count, index->count - 1, __ATOMIC_RELEASE);
-    ucs_range_index_update_tops(index, pos);
+    memcpy(&left->keys[left->count], right->keys,
+           right->count * sizeof(left->keys[0]));
+    memcpy(&left->vals[left->count], right->vals,
+           right->count * sizeof(left->vals[0]));
+    left->count += right->count;
+    parent->keys[slot] = parent->keys[slot + 1];
+    ucs_range_index_slot_remove(parent, slot + 1);
+    ucs_range_index_node_free(index, right_idx);
 }
 
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
 {
-    size_t pos = ucs_range_index_lower(index, region->start);
+    ucs_pgt_addr_t key = region->end;
+    uint32_t path[UCS_RANGE_INDEX_MAX_HEIGHT];
+    unsigned slots[UCS_RANGE_INDEX_MAX_HEIGHT];
+    ucs_range_index_node_t *node, *parent;
+    unsigned level, slot;
+    uint32_t idx;
 
-    if ((pos >= index->count) || (index->regions[pos] != region)) {
+    if (index->root == 0) {
         return 0;
     }
-    ucs_range_index_remove_at(index, pos);
+    idx = index->root;
+    for (level = index->height; level-- > 0;) {
+        node         = ucs_range_index_node(index, idx);
+        slot         = ucs_range_index_node_lower(node, key);
+        path[level]  = idx;
+        slots[level] = slot;
+        if (slot >= node->count) {
+            return 0;
+        }
+        idx = node->vals[slot];
+    }
+    node = ucs_range_index_node(index, path[0]);
+    if ((node->keys[slots[0]] != key) ||
+        (node->vals[slots[0]] != (uintptr_t)region)) {
+        return 0;
+    }
+
+    ucs_range_index_write_begin(index);
+    ucs_range_index_slot_remove(node, slots[0]);
+    --index->count;
+    for (level = 0; level + 1 < index->height; ++level) {
+        node   = ucs_range_index_node(index, path[level]);
+        parent = ucs_range_index_node(index, path[level + 1]);
+        slot   = slots[level + 1];
+        if (node->count == 0) {
+            ucs_range_index_slot_remove(parent, slot);
+            ucs_range_index_node_free(index, path[level]);
+            continue;
+        }
+        parent->keys[slot] = node->keys[node->count - 1];
+        if (node->count < UCS_RANGE_INDEX_MIN) {
+            if (slot > 0) {
+                ucs_range_index_try_merge(index, parent, slot - 1);
+            } else {
+                ucs_range_index_try_merge(index, parent, slot);
+            }
+        }
+    }
+    /* shrink from the top */
+    for (;;) {
+        node = ucs_range_index_node(index, index->root);
+        if (node->count == 0) {
+            ucs_range_index_node_free(index, index->root);
+            index->root   = 0;
+            index->height = 0;
+            break;
+        }
+        if ((node->level == 0) || (node->count > 1)) {
+            break;
+        }
+        idx         = index->root;
+        index->root = node->vals[0];
+        --index->height;
+        ucs_range_index_node_free(index, idx);
+    }
+    ucs_range_index_write_end(index);
     return 1;
 }
 
-ucs_status_t ucs_range_index_grow_alloc(size_t min_capacity,
+ucs_pgt_region_t *ucs_range_index_lower(const ucs_range_index_t *index,
+                                        ucs_pgt_addr_t addr,
+                                        ucs_range_index_iter_t *iter)
+{
+    const ucs_range_index_node_t *node;
+    unsigned level, slot;
+    uint32_t idx = index->root;
+
+    if (idx == 0) {
+        return NULL;
+    }
+    for (level = index->height;;) {
+        node = ucs_range_index_cnode(index, idx);
+        slot = ucs_range_index_node_upper(node, addr);
+        if (slot >= node->count) {
+            return NULL;
+        }
+        if (--level == 0) {
+            break;
+        }
+        idx = node->vals[slot];
+    }
+    iter->node = idx;
+    iter->slot = slot;
+    iter->key  = node->keys[slot];
+    return (ucs_pgt_region_t *)node->vals[slot];
+}
+
+ucs_pgt_region_t *ucs_range_index_next(const ucs_range_index_t *index,
+                                       ucs_range_index_iter_t *iter)
+{
+    const ucs_range_index_node_t *node =
+        ucs_range_index_cnode(index, iter->node);
+
+    if (iter->slot + 1 < node->count) {
+        ++iter->slot;
+        iter->key = node->keys[iter->slot];
+        return (ucs_pgt_region_t *)node->vals[iter->slot];
+    }
+    /* next leaf: search again from the root */
+    return ucs_range_index_lower(index, iter->key, iter);
+}
+
+ucs_status_t ucs_range_index_grow_alloc(const ucs_range_index_t *index,
                                         ucs_range_index_spare_t *spare)
 {
-    size_t capacity = 64;
-    ucs_range_index_block_t *block;
+    ucs_range_index_node_t *chunk;
 
-    while (capacity < min_capacity) {
-        capacity *= 2;
-    }
-    block = malloc(sizeof(*block) +
-                   capacity * (sizeof(ucs_pgt_addr_t) +
-                               sizeof(ucs_pgt_region_t*)) +
-                   (capacity / UCS_RANGE_INDEX_GROUP + 1) *
-                   sizeof(ucs_pgt_addr_t));
-    if (block == NULL) {
+    if (index->nchunks >= UCS_RANGE_INDEX_MAX_CHUNKS) {
         return UCS_ERR_NO_MEMORY;
     }
-    block->retired  = NULL;
-    block->capacity = capacity;
-    block->ends     = (ucs_pgt_addr_t*)(block + 1);
-    block->regions  = (ucs_pgt_region_t**)(block->ends + capacity);
-    block->tops     = (ucs_pgt_addr_t*)(block->regions + capacity);
-    spare->block    = block;
+    chunk = aligned_alloc(64, sizeof(*chunk) * UCS_RANGE_INDEX_CHUNK_NODES);
+    if (chunk == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    spare->chunk = chunk;
     return UCS_OK;
 }
 
 void ucs_range_index_grow_install(ucs_range_index_t *index,
                                   ucs_range_index_spare_t *spare)
 {
-    ucs_range_index_block_t *block = spare->block;
-    size_t first;
-
-    if ((block == NULL) || (block->capacity <= index->capacity)) {
+    if ((spare->chunk == NULL) ||
+        (index->nchunks >= UCS_RANGE_INDEX_MAX_CHUNKS) ||
+        (ucs_range_index_free_nodes(index) >=
+         ucs_range_index_insert_needs(index))) {
         return;
     }
-    /* room on both sides */
-    first = (block->capacity - index->count) / 4;
-    if (index->count != 0) {
-        memcpy(block->ends + first, index->ends,
-               index->count * sizeof(*index->ends));
-        memcpy(block->regions + first, index->regions,
-               index->count * sizeof(*index->regions));
-        memcpy(block->tops, index->tops,
-               ((index->count + UCS_RANGE_INDEX_GROUP - 1) /
-                UCS_RANGE_INDEX_GROUP) * sizeof(*index->tops));
+    /* nodes of the previous chunk never used go to the free list */
+    while ((index->nchunks > 0) &&
+           (index->bump < index->nchunks * UCS_RANGE_INDEX_CHUNK_NODES)) {
+        ucs_range_index_node_free(index, index->bump++);
     }
-    block->retired   = index->block;
-    index->ends      = block->ends + first;
-    index->regions   = block->regions + first;
-    index->tops      = block->tops;
-    index->capacity  = block->capacity;
-    /* readers clamp a first/count from the old block to the new one */
-    __atomic_store_n(&index->block, block, __ATOMIC_RELEASE);
-    __atomic_store_n(&index->first, first, __ATOMIC_RELEASE);
-    spare->block     = NULL;
+    __atomic_store_n(&index->chunks[index->nchunks], spare->chunk,
+                     __ATOMIC_RELEASE);
+    ++index->nchunks;
+    spare->chunk = NULL;
 }
 
 void ucs_range_index_spare_free(ucs_range_index_spare_t *spare)
 {
-    free(spare->block);
-    spare->block = NULL;
+    free(spare->chunk);
+    spare->chunk = NULL;
 }

@@ -1,24 +1,22 @@
 /*
- * Sorted index of non-overlapping address ranges (ucs_pgt_region_t*).
- *
- * Lookup is a two-level binary search over packed 8-byte range ends: first
- * over the last end of every group of UCS_RANGE_INDEX_GROUP entries (small,
- * stays cached), then inside one group (two cache lines), then the one
- * region found.  Entries occupy [first, first + count) of the arrays, so an
- * insertion or removal shifts the shorter side (cheap near either end, as
- * with LRU eviction of the oldest and insertion of the newest).
- * Insertion and removal shift the tail of the arrays (memmove).
+ * Index of non-overlapping address ranges (ucs_pgt_region_t*): a B+tree
+ * keyed by range end, nodes of eight cache lines (31 entries), held in
+ * chunks addressed by 32-bit node numbers.
  *
  * Contract:
  *  - entries never overlap; the caller guarantees it (insert does not check);
- *  - no function here allocates except ucs_range_index_grow_alloc(), so the
- *    others are safe under a spinlock and in hook context;
- *  - growing is split in two: allocate without any lock held, then install
- *    the new arrays under the caller's lock (ucs_range_index_grow_install);
- *  - writers are serialized by the caller; lock-free readers may call
- *    ucs_range_index_find_racy() concurrently: arrays are never freed before
- *    ucs_range_index_cleanup(), so a racing reader reads valid (possibly
- *    outdated) entries and must validate what it finds.
+ *  - writers (insert, remove) are serialized by the caller and never
+ *    allocate: insert takes nodes reserved beforehand with
+ *    ucs_range_index_grow_alloc() (no lock held, may allocate) and
+ *    ucs_range_index_grow_install() (under the caller's lock), so every
+ *    function except those two and cleanup is safe under a spinlock and in
+ *    hook context;
+ *  - lock-free readers may call ucs_range_index_find_racy() at any time:
+ *    node memory is kept until ucs_range_index_cleanup(), every read stays
+ *    inside it, and a sequence count (odd while a writer works) rejects a
+ *    view that changed during the search.  The region returned was in the
+ *    index at some recent moment: the caller validates it (it may have been
+ *    removed since, so region memory must stay readable, e.g. type-stable).
  */
 #ifndef UCS_RANGE_INDEX_H_
 #define UCS_RANGE_INDEX_H_
@@ -29,165 +27,178 @@
 
 BEGIN_C_DECLS
 
-#define UCS_RANGE_INDEX_GROUP 16
+#define UCS_RANGE_INDEX_FANOUT      31   /* entries per node */
+#define UCS_RANGE_INDEX_CHUNK_SHIFT 9    /* nodes per chunk: 512 (256 KiB) */
+#define UCS_RANGE_INDEX_CHUNK_NODES (1u << UCS_RANGE_INDEX_CHUNK_SHIFT)
+#define UCS_RANGE_INDEX_MAX_CHUNKS  8192 /* 4M nodes, > 60M entries */
+#define UCS_RANGE_INDEX_MAX_HEIGHT  16
 
-/* One allocation: header, ends[capacity], regions[capacity], tops[]. */
-typedef struct ucs_range_index_block {
-    struct ucs_range_index_block *retired; /* older blocks, freed at cleanup */
-    size_t                       capacity;
-    ucs_pgt_addr_t               *ends;
-    ucs_pgt_region_t             **regions;
-    ucs_pgt_addr_t               *tops;    /* last end of each group */
-} ucs_range_index_block_t;
+/* keys[i]: leaf: end of entry i; inner: largest end under child i.
+ * Unused keys hold ~0, so a fixed 32-key search needs no count.
+ * vals[i]: leaf: ucs_pgt_region_t*; inner: child node number. */
+typedef struct ucs_range_index_node {
+    uint16_t       count;
+    uint16_t       level;  /* 0: leaf */
+    uint32_t       next;   /* free list */
+    ucs_pgt_addr_t keys[UCS_RANGE_INDEX_FANOUT + 1];
+    uintptr_t      vals[UCS_RANGE_INDEX_FANOUT];
+} __attribute__((aligned(64))) ucs_range_index_node_t;
 
 typedef struct ucs_range_index {
-    /* writers' view, entry i at ends[i] / regions[i] for i < count
-     * (== block arrays + first) */
-    ucs_pgt_addr_t          *ends;     /* ends[i] == regions[i]->end, ascending */
-    ucs_pgt_addr_t          *tops;     /* tops[g] == ends[last of group g] */
-    ucs_pgt_region_t        **regions;
-    size_t                  first;     /* offset of entry 0 in the block */
-    size_t                  count;
-    size_t                  capacity;
-    ucs_range_index_block_t *block;    /* published for racy readers */
+    unsigned long          seq;      /* odd while a writer changes the tree */
+    uint32_t               root;     /* node number, 0: empty */
+    uint32_t               height;   /* levels, 0: empty */
+    size_t                 count;    /* entries */
+    uint32_t               free_head; /* freed nodes */
+    uint32_t               free_count;
+    uint32_t               bump;     /* first never-used node number */
+    uint32_t               nchunks;
+    ucs_range_index_node_t *chunks[UCS_RANGE_INDEX_MAX_CHUNKS];
 } ucs_range_index_t;
 
-/* Spare block allocated outside the lock for a later install. */
+/* Position of an entry, for walking in address order. */
+typedef struct ucs_range_index_iter {
+    uint32_t       node;
+    uint32_t       slot;
+    ucs_pgt_addr_t key;
+} ucs_range_index_iter_t;
+
+/* Chunk allocated outside the lock for a later install. */
 typedef struct ucs_range_index_spare {
-    ucs_range_index_block_t *block;
+    ucs_range_index_node_t *chunk;
 } ucs_range_index_spare_t;
 
 void ucs_range_index_init(ucs_range_index_t *index);
 
-/* Free the arrays (entries are not touched).  Not under a spinlock. */
+/* Free the nodes (entries are not touched).  Not under a spinlock. */
 void ucs_range_index_cleanup(ucs_range_index_t *index);
 
-/* Position of the first of ends[0..n) above addr (n if none). */
-static inline size_t ucs_range_index_lower_n(const ucs_pgt_addr_t *ends,
-                                             size_t n, ucs_pgt_addr_t addr)
+/* Node number idx; inside node memory for any idx (racy readers). */
+static inline const ucs_range_index_node_t *
+ucs_range_index_node_racy(const ucs_range_index_t *index, uint32_t idx)
 {
-    size_t lo = 0, half;
+    const ucs_range_index_node_t *chunk;
 
-    /* branch-free lower bound */
-    while (n > 1) {
-        half = n / 2;
-        lo   = (ends[lo + half - 1] <= addr) ? lo + half : lo;
-        n   -= half;
+    chunk = __atomic_load_n(&index->chunks[(idx >> UCS_RANGE_INDEX_CHUNK_SHIFT) %
+                                           UCS_RANGE_INDEX_MAX_CHUNKS],
+                            __ATOMIC_ACQUIRE);
+    if (chunk == NULL) {
+        return NULL;
     }
-    if ((n == 1) && (ends[lo] <= addr)) {
-        ++lo;
-    }
-    return lo;
+    return &chunk[idx & (UCS_RANGE_INDEX_CHUNK_NODES - 1)];
 }
 
-/* Two-level lower bound over n entries (n <= capacity of the arrays). */
-static inline size_t ucs_range_index_lower_2l(const ucs_pgt_addr_t *tops,
-                                              const ucs_pgt_addr_t *ends,
-                                              size_t n, ucs_pgt_addr_t addr)
+/* Slot of the first key above addr among the 32 keys of node (0..31). */
+static inline unsigned
+ucs_range_index_node_upper(const ucs_range_index_node_t *node,
+                           ucs_pgt_addr_t addr)
 {
-    size_t ngroups = (n + UCS_RANGE_INDEX_GROUP - 1) / UCS_RANGE_INDEX_GROUP;
-    size_t group   = ucs_range_index_lower_n(tops, ngroups, addr);
-    size_t first   = group * UCS_RANGE_INDEX_GROUP;
+    const volatile ucs_pgt_addr_t *keys = node->keys;
+    unsigned pos = 0;
 
-    if (group >= ngroups) {
-        return n;
-    }
-    return first + ucs_range_index_lower_n(ends + first,
-                                           ucs_min(UCS_RANGE_INDEX_GROUP,
-                                                   n - first), addr);
+    pos += (keys[pos + 15] <= addr) ? 16 : 0;
+    pos += (keys[pos + 7] <= addr) ? 8 : 0;
+    pos += (keys[pos + 3] <= addr) ? 4 : 0;
+    pos += (keys[pos + 1] <= addr) ? 2 : 0;
+    pos += (keys[pos] <= addr) ? 1 : 0;
+    return pos;
 }
 
-/* Position of the first entry whose end is above addr (count if none). */
-static inline size_t ucs_range_index_lower(const ucs_range_index_t *index,
-                                           ucs_pgt_addr_t addr)
-{
-    return ucs_range_index_lower_2l(index->tops, index->ends, index->count,
-                                    addr);
-}
-
-/* Lock-free lookup racing with writers: the entry that contained addr at
- * some recent moment, or NULL (also on a torn view).  Validate the result. */
+/* Lock-free lookup racing with writers: the entry whose end is the first
+ * above addr at some recent moment, or NULL (also when the tree changed
+ * during the search).  The caller checks start <= addr and validates. */
 static inline ucs_pgt_region_t *
 ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
 {
-    const ucs_range_index_block_t *block;
-    size_t n, pos, ngroups, group, first;
-    ucs_pgt_region_t *region;
+    const ucs_range_index_node_t *node;
+    unsigned long seq;
+    unsigned level, slot, count;
+    uintptr_t val;
 
-    const ucs_pgt_addr_t *ends;
-    ucs_pgt_region_t * const *regions;
-    size_t base;
-
-    block = __atomic_load_n(&index->block, __ATOMIC_ACQUIRE);
-    if (block == NULL) {
+    seq = __atomic_load_n(&index->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1) {
         return NULL;
     }
-    /* a torn view (first/count from another moment) stays in bounds */
-    base    = ucs_min(__atomic_load_n(&index->first, __ATOMIC_RELAXED),
-                      block->capacity);
-    n       = ucs_min(__atomic_load_n(&index->count, __ATOMIC_RELAXED),
-                      block->capacity - base);
-    ends    = block->ends + base;
-    regions = block->regions + base;
-    ngroups = (n + UCS_RANGE_INDEX_GROUP - 1) / UCS_RANGE_INDEX_GROUP;
-    group   = ucs_range_index_lower_n(block->tops, ngroups, addr);
-    if (group >= ngroups) {
+    level = __atomic_load_n(&index->height, __ATOMIC_RELAXED);
+    val   = __atomic_load_n(&index->root, __ATOMIC_RELAXED);
+    if ((level == 0) || (level > UCS_RANGE_INDEX_MAX_HEIGHT)) {
         return NULL;
     }
-    first = group * UCS_RANGE_INDEX_GROUP;
-    /* fetch the group's region pointers while searching its ends */
-    __builtin_prefetch(&regions[first]);
-    __builtin_prefetch(&regions[ucs_min(first + UCS_RANGE_INDEX_GROUP, n) - 1]);
-    pos = first + ucs_range_index_lower_n(ends + first,
-                                          ucs_min(UCS_RANGE_INDEX_GROUP,
-                                                  n - first), addr);
-    if (pos >= n) {
+    for (;;) {
+        node = ucs_range_index_node_racy(index, (uint32_t)val);
+        if (node == NULL) {
+            return NULL;
+        }
+        slot  = ucs_range_index_node_upper(node, addr);
+        count = *(const volatile uint16_t*)&node->count;
+        if ((slot >= count) || (slot >= UCS_RANGE_INDEX_FANOUT)) {
+            return NULL;
+        }
+        val = *(const volatile uintptr_t*)&node->vals[slot];
+        if (--level == 0) {
+            break;
+        }
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&index->seq, __ATOMIC_RELAXED) != seq) {
         return NULL;
     }
-    region = __atomic_load_n(&regions[pos], __ATOMIC_RELAXED);
-    return (region != NULL) ? region : NULL;
+    return (ucs_pgt_region_t*)val;
 }
 
-/* Entry containing addr, or NULL. */
+/* First entry whose end is above addr (NULL if none); sets iter for
+ * ucs_range_index_next().  Writers' view (caller's lock held). */
+ucs_pgt_region_t *ucs_range_index_lower(const ucs_range_index_t *index,
+                                        ucs_pgt_addr_t addr,
+                                        ucs_range_index_iter_t *iter);
+
+/* Entry after the one iter is at, or NULL.  The index must not have
+ * changed since iter was set. */
+ucs_pgt_region_t *ucs_range_index_next(const ucs_range_index_t *index,
+                                       ucs_range_index_iter_t *iter);
+
+/* Entry containing addr, or NULL (caller's lock held). */
 static inline ucs_pgt_region_t *
 ucs_range_index_find(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
 {
-    size_t pos = ucs_range_index_lower(index, addr);
-    ucs_pgt_region_t *region;
+    ucs_range_index_iter_t iter;
+    ucs_pgt_region_t *region = ucs_range_index_lower(index, addr, &iter);
 
-    if (pos >= index->count) {
-        return NULL;
-    }
-    region = index->regions[pos];
-    return (region->start <= addr) ? region : NULL;
+    return ((region != NULL) && (region->start <= addr)) ? region : NULL;
 }
 
-/* Insert region (capacity must allow one more entry).  Returns its position. */
-size_t ucs_range_index_insert(ucs_range_index_t *index,
-                              ucs_pgt_region_t *region);
+/* Number of free nodes an insertion may need; grow before inserting when
+ * ucs_range_index_free_nodes() is below it. */
+static inline unsigned ucs_range_index_insert_needs(const ucs_range_index_t *index)
+{
+    return index->height + 2;
+}
 
-/* Remove the entry at pos. */
-void ucs_range_index_remove_at(ucs_range_index_t *index, size_t pos);
+static inline unsigned ucs_range_index_free_nodes(const ucs_range_index_t *index)
+{
+    uint32_t total = index->nchunks * UCS_RANGE_INDEX_CHUNK_NODES;
 
-/* Recompute the group tops from entry pos on (after a bulk change of the
- * arrays by the caller, e.g. compaction: pos 0). */
-void ucs_range_index_update_tops(ucs_range_index_t *index, size_t pos);
+    return index->free_count + ((total > index->bump) ? total - index->bump : 0);
+}
 
-/* Remove region if present; returns 1 if it was found. */
+/* Insert region; at least ucs_range_index_insert_needs() nodes must be
+ * free.  Never allocates. */
+void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region);
+
+/* Remove region if present; returns 1 if it was found.  Never allocates. */
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region);
 
-/* Allocate a spare block able to hold min_capacity entries (no lock held).
- * UCS_ERR_NO_MEMORY; spare is written only on success. */
-ucs_status_t ucs_range_index_grow_alloc(size_t min_capacity,
+/* Allocate a chunk of nodes (no lock held).  UCS_ERR_NO_MEMORY (also when
+ * the index is at its largest size); spare is written only on success. */
+ucs_status_t ucs_range_index_grow_alloc(const ucs_range_index_t *index,
                                         ucs_range_index_spare_t *spare);
 
-/* Under the caller's lock: if spare is larger than the current block, copy
- * the entries into it and publish it; the old block is retired (kept for
- * racy readers) and spare emptied.  Otherwise spare is left to be freed. */
+/* Under the caller's lock: add spare's nodes if they are still needed (the
+ * spare is then emptied); otherwise spare is left to be freed. */
 void ucs_range_index_grow_install(ucs_range_index_t *index,
                                   ucs_range_index_spare_t *spare);
 
-/* Free a spare block that was not installed (no lock held). */
+/* Free a spare chunk that was not installed (no lock held). */
 void ucs_range_index_spare_free(ucs_range_index_spare_t *spare);
 
 END_C_DECLS

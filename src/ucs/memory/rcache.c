@@ -43,6 +43,10 @@ ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     uint32_t refcount;
     uint8_t flags;
 
+    if (ucs_unlikely(__atomic_load_n(&rcache->deferred.count,
+                                     __ATOMIC_RELAXED) != 0)) {
+        return NULL; /* unmaps not applied yet: the locked path applies them */
+    }
     region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
                                                              start);
     if ((region == NULL) || (start < region->super.start) ||
@@ -100,13 +104,32 @@ static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
     return UCS_OK;
 }
 
+/* The registration path, out of line so that the hit path stays small. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                    ucs_pgt_addr_t end, int prot, void *arg,
+                    ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+    ucs_status_t status;
+
+    status = ucs_rcache_get_slow(rcache, start, end, prot, arg, &region);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (ucs_unlikely(rcache->check_pfn)) {
+        ucs_rcache_pfn_verify(rcache, region);
+    }
+    *region_p = region;
+    return UCS_OK;
+}
+
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, int prot, void *arg,
                                       ucs_rcache_region_t **region_p)
 {
     ucs_pgt_addr_t start, end;
     ucs_rcache_region_t *region;
-    ucs_status_t status;
     size_t align_mask;
 
     if (ucs_unlikely((rcache == NULL) || (address == NULL) || (length == 0) ||
@@ -133,15 +156,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         return UCS_OK;
     }
 
-    status = ucs_rcache_get_slow(rcache, start, end, prot, arg, &region);
-    if (status != UCS_OK) {
-        return status;
-    }
-    if (ucs_unlikely(rcache->check_pfn)) {
-        ucs_rcache_pfn_verify(rcache, region);
-    }
-    *region_p = region;
-    return UCS_OK;
+    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
@@ -184,13 +199,13 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
         }
     }
 
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     if (comp != NULL) {
         ucs_list_add_tail(&ucs_rcache_region_hdr(region)->comps, &comp->link);
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);
     }
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_rcache_purge(rcache);
 }

@@ -5,10 +5,14 @@
 #include "rcache_int.h"
 
 #include <ucs/config/ucs_config_parse.h>
+#include <ucs/memory/rcache_ext.h>
 #include <stdlib.h>
 
 #define UCS_RCACHE_CONFIG_FIELD(_name, _dfl, _doc, _field, _type) \
     {_name, _dfl, _doc, offsetof(ucs_rcache_config_t, _field), _type, NULL}
+
+static const char * const ucs_rcache_dontfork_names[] = {"no", "yes", "auto",
+                                                         NULL};
 
 static const ucs_config_field_t ucs_rcache_config_table[] = {
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_REGIONS", "inf",
@@ -18,8 +22,9 @@ static const ucs_config_field_t ucs_rcache_config_table[] = {
                             "Most bytes kept registered by a cache",
                             max_size, UCS_CONFIG_TYPE_SIZE),
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_UNRELEASED", "inf",
-                            "Invalidated bytes that trigger an immediate "
-                            "cleanup",
+                            "Invalidated bytes above which a background "
+                            "thread deregisters them (inf: the next cache "
+                            "operation does)",
                             max_unreleased, UCS_CONFIG_TYPE_SIZE),
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MEM_PRIO", "1000",
                             "Priority of the cache's memory event handler",
@@ -31,6 +36,12 @@ static const ucs_config_field_t ucs_rcache_config_table[] = {
                             "Pages of a region whose page frames are checked "
                             "on every hit (0: off; debug)",
                             check_pfn, UCS_CONFIG_TYPE_UINT),
+    {"RCACHE_DONTFORK", "auto",
+     "Mark registered pages MADV_DONTFORK (restored at deregistration): "
+     "yes, no, or auto (when the kernel, before 5.9, does not copy pinned "
+     "pages at fork)",
+     offsetof(ucs_rcache_config_t, dontfork), UCS_CONFIG_TYPE_ENUM,
+     ucs_rcache_dontfork_names},
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
 };
 
@@ -59,5 +70,24 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
     *config         = tmp;
     *explicit_prio  = getenv("UCX_RCACHE_MEM_PRIO") != NULL;
     *explicit_purge = getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL;
+    return UCS_OK;
+}
+
+ucs_status_t ucs_rcache_print_config(FILE *stream)
+{
+    const ucs_config_field_t *field;
+    ucs_rcache_config_t config;
+    ucs_status_t status;
+    int explicit_prio, explicit_purge;
+    char value[64];
+
+    status = ucs_rcache_config_read(&config, &explicit_prio, &explicit_purge);
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (field = ucs_rcache_config_table; field->name != NULL; ++field) {
+        ucs_config_format_value(field, &config, value, sizeof(value));
+        fprintf(stream, "# %s\nUCX_%s=%s\n", field->doc, field->name, value);
+    }
     return UCS_OK;
 }

@@ -82,6 +82,9 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                              !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
     rcache->check_pfn      = (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ?
                              0 : config->check_pfn;
+    rcache->dontfork       = (config->dontfork == UCS_RCACHE_DONTFORK_YES) ||
+                             ((config->dontfork == UCS_RCACHE_DONTFORK_AUTO) &&
+                              ucs_rcache_dontfork_needed());
 }
 
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
@@ -123,7 +126,6 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    pthread_spin_init(&rcache->lock, PTHREAD_PROCESS_PRIVATE);
     pthread_mutex_init(&rcache->reg_lock, NULL);
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->lru);
@@ -170,7 +172,6 @@ err_fork:
     ucs_rcache_fork_unregister(rcache);
 err_free:
     pthread_mutex_destroy(&rcache->reg_lock);
-    pthread_spin_destroy(&rcache->lock);
     free(rcache);
 err:
     return status;
@@ -178,11 +179,8 @@ err:
 
 ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
 {
-    ucs_rcache_region_t *region;
-    ucs_range_index_t *index;
     ucs_list_link_t dead;
     unsigned long held;
-    size_t pos;
 
     if (rcache == NULL) {
         ucs_rcache_error("ucs_rcache_destroy: NULL rcache");
@@ -200,17 +198,14 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
                                 rcache);
     }
     ucs_rcache_fork_unregister(rcache);
+    ucs_rcache_cleanup_stop(rcache);
 
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);
-    pthread_spin_lock(&rcache->lock);
-    index = &rcache->index;
-    for (pos = 0; pos < index->count; ++pos) {
-        ucs_rcache_region_tombstone_locked(rcache,
-                (ucs_rcache_region_t*)index->regions[pos]);
-    }
+    ucs_rcache_lock(rcache);
+    ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     pthread_mutex_unlock(&rcache->reg_lock);
     ucs_rcache_regions_release(rcache, &dead);
 
@@ -220,15 +215,9 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
                          "leaking them and the cache", rcache->name, held);
         return UCS_ERR_BUSY;
     }
-    while (!ucs_list_is_empty(&rcache->pool)) {
-        region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
-                                  tmp_list);
-        ucs_list_del(&region->tmp_list);
-        free(ucs_rcache_region_hdr(region));
-    }
+    ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     pthread_mutex_destroy(&rcache->reg_lock);
-    pthread_spin_destroy(&rcache->lock);
     free(rcache);
     return UCS_OK;
 }

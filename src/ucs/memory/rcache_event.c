@@ -13,23 +13,45 @@
 #include <ucm/api/ucm.h>
 #include <sys/mman.h>
 
+/* The last VM_UNMAPPED range of this thread: shmdt and brk events after
+ * the call do not say how much went away (hook context: TLS only). */
+static __thread struct {
+    ucs_pgt_addr_t start, end;
+} ucs_rcache_last_unmapped __attribute__((tls_model("initial-exec")));
+
+/* After shmdt/brk: the range unmapped at addr, as VM_UNMAPPED told it
+ * before the call; one page if that was overwritten (nested signal). */
+static void ucs_rcache_unmap_after(ucs_rcache_t *rcache, const void *addr)
+{
+    ucs_pgt_addr_t start = (ucs_pgt_addr_t)addr;
+
+    /* brk to an unaligned address unmaps from the next page boundary */
+    if ((ucs_rcache_last_unmapped.start >= start) &&
+        (ucs_rcache_last_unmapped.start - start < 4096)) {
+        ucs_rcache_unmap_range(rcache, ucs_rcache_last_unmapped.start,
+                               ucs_rcache_last_unmapped.end);
+    } else {
+        ucs_rcache_unmap_range(rcache, start, start + 4096);
+    }
+}
+
 static int ucs_rcache_ranges_intersect(ucs_pgt_addr_t s1, ucs_pgt_addr_t e1,
                                        ucs_pgt_addr_t s2, ucs_pgt_addr_t e2)
 {
     return (s1 < e2) && (s2 < e1);
 }
 
-void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                            ucs_pgt_addr_t end)
+void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                   ucs_pgt_addr_t end)
 {
     ucs_range_index_t *index = &rcache->index;
     ucs_rcache_region_t *region;
-    size_t pos;
+    ucs_range_index_iter_t iter;
 
-    pthread_spin_lock(&rcache->lock);
-    for (pos = ucs_range_index_lower(index, start);
-         (pos < index->count) && (index->regions[pos]->start < end); ++pos) {
-        region = (ucs_rcache_region_t*)index->regions[pos];
+    for (region = (ucs_rcache_region_t*)ucs_range_index_lower(index, start,
+                                                              &iter);
+         (region != NULL) && (region->super.start < end);
+         region = (ucs_rcache_region_t*)ucs_range_index_next(index, &iter)) {
         if (!(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
             ucs_rcache_region_tombstone_locked(rcache, region);
             rcache->stats.unmap_invalidations++;
@@ -41,7 +63,27 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         rcache->inflight.invalidated = 1;
     }
     ucs_rcache_prot_forget_locked(rcache, start, end);
-    pthread_spin_unlock(&rcache->lock);
+}
+
+void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                            ucs_pgt_addr_t end)
+{
+    int wake;
+
+    if (!ucs_rcache_lock_or_defer(rcache, start, end)) {
+        return; /* the interrupted owner applies it */
+    }
+    ucs_rcache_unmap_range_locked(rcache, start, end);
+    wake = (rcache->unreleased_size > rcache->max_unreleased) &&
+           ucs_rcache_atomic_load(&rcache->cleanup.running) &&
+           !rcache->cleanup.wake_pending;
+    if (wake) {
+        ucs_rcache_atomic_store(&rcache->cleanup.wake_pending, 1);
+    }
+    ucs_rcache_unlock(rcache);
+    if (wake) {
+        ucs_rcache_cleanup_wake(rcache);
+    }
 }
 
 /* madvise() advices after which pages come back as new frames */
@@ -97,6 +139,16 @@ void ucs_rcache_native_after_cb(int event_type, void *event_p, void *arg)
                                  event->madvise.length);
         }
         break;
+    case UCM_EVENT_SHMDT:
+        if (event->shmdt.result == 0) {
+            ucs_rcache_unmap_after(arg, event->shmdt.shmaddr);
+        }
+        break;
+    case UCM_EVENT_BRK:
+        if (event->brk.result == 0) {
+            ucs_rcache_unmap_after(arg, event->brk.addr);
+        }
+        break;
     case UCM_EVENT_SBRK:
         if ((event->sbrk.increment < 0) &&
             (event->sbrk.result != (void*)-1)) {
@@ -127,6 +179,11 @@ void ucs_rcache_event_cb(int event_type, void *event_p, void *arg)
     }
     if (size == 0) {
         return;
+    }
+    if (event_type == UCM_EVENT_VM_UNMAPPED) {
+        ucs_rcache_last_unmapped.start = start;
+        ucs_rcache_last_unmapped.end   = (start + size < start) ? ~0ul :
+                                                                  start + size;
     }
     ucs_rcache_unmap_range(arg, start,
                            (start + size < start) ? ~0ul : start + size);

@@ -1,7 +1,15 @@
 /*
  * Additions to the UCX 1.13 registration cache API (nothing there changes):
- * statistics query and print, and a destroy that reports held regions.
- * Thread-safe; not callable from hook context.
+ * statistics query and print, configuration print, and a destroy that
+ * reports held regions.  Thread-safe; not callable from hook context.
+ *
+ * Behaviour beyond UCX 1.13 worth knowing:
+ *  - with a finite max_unreleased (params or UCX_RCACHE_MAX_UNRELEASED) a
+ *    background thread of the cache deregisters invalidated regions, so
+ *    ops->mem_dereg may run on that thread (never in hook context);
+ *  - UCX_RCACHE_DONTFORK=yes|no|auto marks registered pages MADV_DONTFORK
+ *    (auto: kernels before 5.9), restored when the last registration of a
+ *    page is deregistered: a forked child does not have those pages.
  */
 #ifndef UCS_RCACHE_EXT_H_
 #define UCS_RCACHE_EXT_H_
@@ -27,6 +35,10 @@ typedef struct ucs_rcache_stats {
     uint64_t stale_pfn;     /* CHECK_PFN: hits whose page frames changed */
     uint64_t regions;       /* regions in the cache now */
     uint64_t total_size;    /* their bytes */
+    uint64_t cleanups;      /* purges by the background cleanup thread */
+    uint64_t unreleased;    /* invalidated bytes not yet purged */
+    uint64_t deferred_unmaps; /* unmaps from a signal handler of the thread
+                                 holding the cache lock, applied after it */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */
@@ -41,6 +53,11 @@ void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream);
  * holders may still put their regions, and a later call frees it.
  * UCS_ERR_INVALID_PARAM for NULL. */
 ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache);
+
+/* Print the effective UCX_RCACHE_* values, one "# doc" line and one
+ * "UCX_NAME=value" line each.  UCS_ERR_INVALID_PARAM (after one error line
+ * per malformed variable) if the environment holds a bad value. */
+ucs_status_t ucs_rcache_print_config(FILE *stream);
 
 END_C_DECLS
 

@@ -21,16 +21,6 @@ static int             ucs_rcache_fork_status;
          ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork_link)), 1); \
          _l = _l->next)
 
-static void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
-{
-    size_t pos;
-
-    for (pos = 0; pos < rcache->index.count; ++pos) {
-        ucs_rcache_region_tombstone_locked(rcache,
-                (ucs_rcache_region_t*)rcache->index.regions[pos]);
-    }
-}
-
 static void ucs_rcache_fork_prepare(void)
 {
     ucs_rcache_t *rcache;
@@ -38,7 +28,7 @@ static void ucs_rcache_fork_prepare(void)
     pthread_mutex_lock(&ucs_rcache_fork_lock);
     ucs_rcache_fork_for_each(rcache) {
         pthread_mutex_lock(&rcache->reg_lock);
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         if (rcache->purge_on_fork) {
             ucs_rcache_tombstone_all_locked(rcache);
         }
@@ -50,7 +40,7 @@ static void ucs_rcache_fork_parent(void)
     ucs_rcache_t *rcache;
 
     ucs_rcache_fork_for_each(rcache) {
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
         pthread_mutex_unlock(&rcache->reg_lock);
     }
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
@@ -61,7 +51,8 @@ static void ucs_rcache_fork_child(void)
     ucs_rcache_t *rcache;
 
     ucs_rcache_fork_for_each(rcache) {
-        pthread_spin_init(&rcache->lock, PTHREAD_PROCESS_PRIVATE);
+        rcache->lock           = 0; /* held by the parent's forking thread */
+        rcache->deferred.count = 0;
         pthread_mutex_init(&rcache->reg_lock, NULL);
         rcache->fork_gen++;
         rcache->inflight.active = 0;
@@ -73,6 +64,9 @@ static void ucs_rcache_fork_child(void)
 
 static void ucs_rcache_fork_init(void)
 {
+    /* its fork handlers first: they then run after ours in prepare, so
+     * the lock order is reg_lock -> MADV_DONTFORK map, as on misses */
+    ucs_rcache_dontfork_init();
     ucs_rcache_fork_status = pthread_atfork(ucs_rcache_fork_prepare,
                                             ucs_rcache_fork_parent,
                                             ucs_rcache_fork_child);

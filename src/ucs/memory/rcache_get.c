@@ -37,13 +37,13 @@ static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
                                          ucs_rcache_span_t *span)
 {
     ucs_range_index_t *index = &rcache->index;
+    ucs_range_index_iter_t iter;
     ucs_pgt_region_t *r;
-    size_t pos;
 
-    pos = ucs_range_index_lower(index, span->start ? span->start - 1 : 0);
-    for (; (pos < index->count) && (index->regions[pos]->start <= span->end);
-         ++pos) {
-        r = index->regions[pos];
+    for (r = ucs_range_index_lower(index, span->start ? span->start - 1 : 0,
+                                   &iter);
+         (r != NULL) && (r->start <= span->end);
+         r = ucs_range_index_next(index, &iter)) {
         if (r->end < span->start) {
             continue;
         }
@@ -55,22 +55,24 @@ static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
 }
 
 /* Make room for one more entry; only the registration path (under
- * reg_lock) inserts, so the room stays until the insertion. */
-static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache, size_t need)
+ * reg_lock) inserts, so the room stays until the insertion (removals only
+ * add free nodes). */
+static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
+                                             unsigned need)
 {
     ucs_range_index_spare_t spare = {NULL};
     ucs_status_t status;
 
-    if (need <= rcache->index.capacity) {
+    if (ucs_range_index_free_nodes(&rcache->index) >= need) {
         return UCS_OK;
     }
-    status = ucs_range_index_grow_alloc(need * 2, &spare);
+    status = ucs_range_index_grow_alloc(&rcache->index, &spare);
     if (status != UCS_OK) {
         return status;
     }
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_range_index_grow_install(&rcache->index, &spare);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_range_index_spare_free(&spare);
     return UCS_OK;
 }
@@ -89,7 +91,57 @@ static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
     return region;
 }
 
-/* Initialize a recycled region (if given) or allocate a new one. */
+/* Bytes of one region with its header, a whole number of cache lines: a
+ * hit reads the header's last bytes, the range, the reference count and
+ * the flags, two lines. */
+static size_t ucs_rcache_region_stride(ucs_rcache_t *rcache)
+{
+    return (sizeof(ucs_rcache_region_hdr_t) +
+            rcache->params.region_struct_size + 63) & ~(size_t)63;
+}
+
+/* A new block of regions: the first is returned, the others go to the
+ * pool.  Blocks stay until destroy (lock-free lookups may read any region
+ * at any time).  Registration path (reg_lock held, not the spinlock). */
+static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
+{
+    size_t stride = ucs_rcache_region_stride(rcache);
+    ucs_rcache_region_hdr_t *hdr;
+    ucs_rcache_region_t *region;
+    char *slab;
+    unsigned i;
+
+    if (posix_memalign((void**)&slab, 64,
+                       64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
+        return NULL;
+    }
+    ucs_rcache_lock(rcache);
+    *(void**)slab = rcache->slabs;
+    rcache->slabs = slab;
+    for (i = 1; i < UCS_RCACHE_SLAB_REGIONS; ++i) {
+        hdr    = (ucs_rcache_region_hdr_t*)(slab + 64 + i * stride);
+        region = (ucs_rcache_region_t*)(hdr + 1);
+        memset(region, 0, sizeof(*region)); /* refcount 0: never taken */
+        ucs_list_add_tail(&rcache->pool, &region->tmp_list);
+    }
+    ucs_rcache_unlock(rcache);
+    return (ucs_rcache_region_hdr_t*)(slab + 64);
+}
+
+/* Free every block (destroy, no region in use). */
+void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
+{
+    void *slab, *next;
+
+    for (slab = rcache->slabs; slab != NULL; slab = next) {
+        next = *(void**)slab;
+        free(slab);
+    }
+    rcache->slabs = NULL;
+    ucs_list_head_init(&rcache->pool);
+}
+
+/* Initialize a recycled region (if given) or a new one. */
 static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
                                                     ucs_rcache_region_t *recycled)
 {
@@ -99,7 +151,7 @@ static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
     if (recycled != NULL) {
         hdr = ucs_rcache_region_hdr(recycled);
     } else {
-        hdr = malloc(sizeof(*hdr) + rcache->params.region_struct_size);
+        hdr = ucs_rcache_slab_alloc(rcache);
         if (hdr == NULL) {
             return NULL;
         }
@@ -126,24 +178,33 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
     region->prot        = span->prot;
     region->status      = UCS_INPROGRESS;
 
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     rcache->inflight.start       = span->start;
     rcache->inflight.end         = span->end;
     rcache->inflight.invalidated = 0;
     rcache->inflight.active      = 1;
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
 
-    status = rcache->params.ops->mem_reg(rcache->params.context, rcache, arg,
-                                         region, flags);
+    /* mark before pinning: a fork in between must not share the pages */
+    status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
+                                UCS_OK;
+    if (status == UCS_OK) {
+        status = rcache->params.ops->mem_reg(rcache->params.context, rcache,
+                                             arg, region, flags);
+        if ((status != UCS_OK) && rcache->dontfork) {
+            ucs_rcache_dontfork_remove(span->start, span->end);
+        }
+    }
     region->status = status;
     if (status == UCS_OK) {
-        region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED;
+        region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED |
+                         (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
         ucs_rcache_atomic_add(&rcache->stats.regs, 1);
     } else {
         ucs_rcache_atomic_add(&rcache->stats.reg_failures, 1);
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
     }
     return status;
 }
@@ -173,9 +234,9 @@ static ucs_status_t ucs_rcache_register_retry(ucs_rcache_t *rcache,
     }
 
     ucs_list_head_init(&dead);
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_rcache_evict_locked(rcache, 1, &dead);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 
     status = ucs_rcache_register(rcache, region, span, arg, 0);
@@ -195,15 +256,14 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
                                      ucs_list_link_t *dead)
 {
     ucs_range_index_t *index = &rcache->index;
+    ucs_range_index_iter_t iter;
     ucs_rcache_region_t *old;
-    size_t pos;
     int merged = 0;
 
-    pos = ucs_range_index_lower(index, region->super.start);
-    while ((pos < index->count) &&
-           (index->regions[pos]->start < region->super.end)) {
-        old = (ucs_rcache_region_t*)index->regions[pos];
-        ucs_rcache_region_drop_locked(rcache, old, pos, dead);
+    while (((old = (ucs_rcache_region_t*)ucs_range_index_lower(
+                     index, region->super.start, &iter)) != NULL) &&
+           (old->super.start < region->super.end)) {
+        ucs_rcache_region_drop_locked(rcache, old, dead);
         merged = 1;
     }
     rcache->stats.merges += merged;
@@ -229,12 +289,12 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_rcache_region_t *region, *recycled;
     ucs_rcache_span_t span;
     ucs_status_t status;
-    size_t need;
+    unsigned need;
     int retries, prot_ok;
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         rcache->stats.gets += (retries == 0);
         ucs_rcache_purge_locked(rcache, dead);
         region = ucs_rcache_lookup_locked(rcache, span.start, span.end,
@@ -242,7 +302,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
             rcache->stats.hits_slow++;
-            pthread_spin_unlock(&rcache->lock);
+            ucs_rcache_unlock(rcache);
             *region_p = region;
             return UCS_OK;
         }
@@ -250,9 +310,9 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         /* gather in this one section what the miss needs from the cache */
         prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
                                                  span.prot);
-        need     = rcache->index.count + 1;
+        need     = ucs_range_index_insert_needs(&rcache->index);
         recycled = ucs_rcache_pool_pop_locked(rcache);
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
 
         if (!prot_ok &&
             !ucs_rcache_prot_check(rcache, span.start, span.end, span.prot)) {
@@ -288,16 +348,16 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_pfn_record(rcache, region);
         }
 
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, dead);
-            pthread_spin_unlock(&rcache->lock);
+            ucs_rcache_unlock(rcache);
             *region_p = region;
             return UCS_OK;
         }
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
         /* pages went away during mem_reg: the registration may be stale */
         ucs_rcache_region_release(rcache, region);
     }
@@ -308,9 +368,9 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
 
 err_recycle:
     if (recycled != NULL) {
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         ucs_list_add_tail(&rcache->pool, &recycled->tmp_list);
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
     }
     return status;
 }
@@ -325,6 +385,10 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);
+    if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
+        /* said why; the next operations purge instead */
+        rcache->max_unreleased = SIZE_MAX;
+    }
     status = ucs_rcache_get_locked_path(rcache, &request, arg, &dead,
                                         region_p);
     pthread_mutex_unlock(&rcache->reg_lock);

@@ -2,10 +2,13 @@
  * Registration cache internals shared by the rcache_*.c files.
  *
  * Locking (see rcache.h for the public contract):
- *  - lock (spinlock): index, LRU, pending list, counters, in-flight
- *    registration, maps cache.  Held only for short sections that never
- *    allocate, free, log or call user ops, so the unmap handler (hook
- *    context) can take it without deadlocking the thread it interrupts.
+ *  - lock (spinlock with an owner): index, LRU, pending list, counters,
+ *    in-flight registration, maps cache.  Held only for short sections
+ *    that never allocate, free, log or call user ops.  The unmap handler
+ *    (hook context) takes it, except when it runs in a signal handler of
+ *    the thread that holds it: it then records the range (deferred) and the
+ *    owner applies it before unlocking; lock-free hits see deferred ranges
+ *    and take the locked path meanwhile.
  *  - reg_lock (mutex): serializes the registration path (misses); user ops
  *    may run under it; neither lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
@@ -26,8 +29,22 @@
 /* Mappings remembered from /proc/self/maps. */
 #define UCS_RCACHE_MAPS_CACHE 64
 
+/* Unmapped ranges remembered while the lock owner is interrupted. */
+#define UCS_RCACHE_DEFERRED 16
+
+/* Regions are carved from blocks of this many, freed at destroy. */
+#define UCS_RCACHE_SLAB_REGIONS 64
+
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
+#define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
+
+/* UCX_RCACHE_DONTFORK values */
+enum {
+    UCS_RCACHE_DONTFORK_NO,
+    UCS_RCACHE_DONTFORK_YES,
+    UCS_RCACHE_DONTFORK_AUTO
+};
 
 /* Hidden header allocated in front of every region. */
 typedef struct ucs_rcache_region_hdr {
@@ -62,15 +79,32 @@ typedef struct ucs_rcache_config {
     unsigned      mem_prio;
     int           purge_on_fork;
     unsigned      check_pfn;    /* pages to check on hits, 0: off */
+    int           dontfork;     /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
 
 struct ucs_rcache {
-    pthread_spinlock_t  lock;
+    uintptr_t           lock;        /* owner (ucs_rcache_self()), 0: free */
+    struct {
+        unsigned        count;       /* atomic; > UCS_RCACHE_DEFERRED: all */
+        struct {
+            ucs_pgt_addr_t start, end;
+        }               ranges[UCS_RCACHE_DEFERRED];
+    } deferred;                      /* unmaps seen by the lock owner's own
+                                        signal handlers, see rcache_lock.c */
     pthread_mutex_t     reg_lock;
     ucs_range_index_t   index;       /* valid regions and tombstones */
     ucs_list_link_t     lru;         /* valid regions, least recent first */
     ucs_list_link_t     pending;     /* tombstones still in the index */
     unsigned long       pending_count; /* read without lock (atomic) */
+    size_t              unreleased_size; /* bytes of pending tombstones */
+    struct {
+        pthread_t       thread;
+        int             efd;         /* eventfd the thread reads */
+        unsigned        fork_gen;    /* started in this generation */
+        int             running;     /* atomic */
+        int             stop;        /* atomic */
+        int             wake_pending; /* atomic */
+    } cleanup;                       /* rcache_cleanup.c */
     unsigned long       num_regions; /* valid regions in the index */
     size_t              total_size;  /* their bytes */
     unsigned long       live_regions; /* allocated, not yet freed (atomic) */
@@ -94,10 +128,12 @@ struct ucs_rcache {
     size_t              max_unreleased;
     unsigned            check_pfn;
     int                 purge_on_fork;
+    int                 dontfork;    /* mark registered pages MADV_DONTFORK */
     int                 events;      /* registered ucm events */
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
-    ucs_list_link_t     pool;        /* released regions (tmp_list) */
+    ucs_list_link_t     pool;        /* free regions (tmp_list) */
+    void                *slabs;      /* region blocks, see rcache_get.c */
     ucs_rcache_stat_shard_t shards[UCS_RCACHE_STAT_SHARDS];
     char                name[64];
 };
@@ -137,12 +173,14 @@ void ucs_rcache_pfn_release(ucs_rcache_region_t *region);
 /* rcache_region.c (all "_locked" functions need rcache->lock) */
 void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
                                         ucs_rcache_region_t *region);
+/* Tombstone every region of the index. */
+void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache);
 /* Remove tombstones from the index; regions that lost their last reference
  * go to dead (tmp_list). */
 void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead);
 /* Remove a valid region from the index (merge or eviction). */
 void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
-                                   ucs_rcache_region_t *region, size_t pos,
+                                   ucs_rcache_region_t *region,
                                    ucs_list_link_t *dead);
 /* Evict unused regions (LRU first) until within limits; all if force. */
 void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
@@ -156,6 +194,7 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
 void ucs_rcache_purge(ucs_rcache_t *rcache);
 
 /* rcache_get.c */
+void ucs_rcache_slabs_free(ucs_rcache_t *rcache);
 ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                  ucs_pgt_addr_t end, int prot, void *arg,
                                  ucs_rcache_region_t **region_p);
@@ -167,12 +206,39 @@ void ucs_rcache_event_cb(int event_type, void *event, void *arg);
 /* Native events that unmap, seen after the system call. */
 #define UCS_RCACHE_NATIVE_EVENTS (UCM_EVENT_MUNMAP | UCM_EVENT_MMAP | \
                                   UCM_EVENT_MREMAP | UCM_EVENT_MADVISE | \
-                                  UCM_EVENT_SBRK)
+                                  UCM_EVENT_SBRK | UCM_EVENT_SHMDT | \
+                                  UCM_EVENT_BRK)
 void ucs_rcache_native_after_cb(int event_type, void *event, void *arg);
+
+/* rcache_dontfork.c: process-wide page counts (own mutex; never from the
+ * hook; no cache lock held).  add: UCS_ERR_IO_ERROR if madvise fails,
+ * UCS_ERR_NO_MEMORY; nothing stays marked on error. */
+void ucs_rcache_dontfork_init(void);
+int ucs_rcache_dontfork_needed(void);
+ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
+void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
+unsigned long ucs_rcache_dontfork_pages(void);
+
+/* rcache_cleanup.c: start (registration path, reg_lock held; again in a
+ * forked child), wake (hook context: one write), stop (destroy). */
+ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache);
+void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
+void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
 void ucs_rcache_fork_unregister(ucs_rcache_t *rcache);
+
+/* rcache_lock.c */
+void ucs_rcache_lock(ucs_rcache_t *rcache);
+void ucs_rcache_unlock(ucs_rcache_t *rcache);
+/* Hook context: take the lock, or (owner interrupted) defer the range.
+ * Returns 1 if the lock is now held. */
+int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                             ucs_pgt_addr_t end);
+/* rcache_event.c: tombstone what intersects [start, end) (lock held) */
+void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                                   ucs_pgt_addr_t end);
 
 #define ucs_rcache_atomic_add(_p, _v) __atomic_add_fetch(_p, _v, __ATOMIC_ACQ_REL)
 #define ucs_rcache_atomic_sub(_p, _v) __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)

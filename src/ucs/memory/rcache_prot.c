@@ -61,10 +61,21 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                   ucs_pgt_addr_t end, int prot)
 {
     ucs_pgt_addr_t cur = start & ~4095ul;
-    unsigned i;
+    unsigned i, lo = 0, n = rcache->maps.count, half;
 
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
-    for (i = 0; i < rcache->maps.count; ++i) {
+    /* skip the mappings that start at or before cur but the last one
+     * (sorted by start, non-overlapping) */
+    while (n > 1) {
+        half = n / 2;
+        if (rcache->maps.entries[lo + half].start <= cur) {
+            lo += half;
+            n  -= half;
+        } else {
+            n = half;
+        }
+    }
+    for (i = lo; i < rcache->maps.count; ++i) {
         if ((rcache->maps.entries[i].end <= cur) ||
             (rcache->maps.entries[i].end == 0)) {
             continue;
@@ -105,10 +116,10 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
 
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     hit = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
     gen = rcache->maps.gen;
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     if (hit) {
         return 1;
     }
@@ -121,7 +132,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     walk.count = 0;
     ucm_parse_proc_self_maps(ucs_rcache_prot_walk_cb, &walk);
 
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     if (rcache->maps.gen == gen) {
         /* no unmap since the read: the snapshot is current */
         for (i = 0; i < walk.count; ++i) {
@@ -131,6 +142,6 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         }
         rcache->maps.count = walk.count;
     }
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     return walk.ok;
 }

@@ -6,9 +6,6 @@
 
 #include <stdlib.h>
 
-/* Compact the index in one pass when many tombstones are pending. */
-#define UCS_RCACHE_PURGE_COMPACT_MIN 8
-
 static void ucs_rcache_lru_remove_locked(ucs_rcache_region_t *region)
 {
     if (region->lru_flags & UCS_RCACHE_LRU_FLAG_IN_LRU) {
@@ -35,59 +32,47 @@ void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
     ucs_rcache_lru_remove_locked(region);
     rcache->num_regions--;
     rcache->total_size -= ucs_rcache_region_size(region);
+    rcache->unreleased_size += ucs_rcache_region_size(region);
     ucs_list_add_tail(&rcache->pending, &region->tmp_list);
     ucs_rcache_atomic_store(&rcache->pending_count, rcache->pending_count + 1);
 }
 
-static void ucs_rcache_purge_compact_locked(ucs_rcache_t *rcache)
+void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
 {
-    ucs_range_index_t *index = &rcache->index;
-    size_t i, kept = 0;
+    ucs_range_index_iter_t iter;
+    ucs_pgt_region_t *r;
 
-    for (i = 0; i < index->count; ++i) {
-        if (((ucs_rcache_region_t*)index->regions[i])->flags &
-            UCS_RCACHE_REGION_FLAG_INVALID) {
-            continue;
-        }
-        index->regions[kept] = index->regions[i];
-        index->ends[kept]    = index->ends[i];
-        ++kept;
+    for (r = ucs_range_index_lower(&rcache->index, 0, &iter); r != NULL;
+         r = ucs_range_index_next(&rcache->index, &iter)) {
+        ucs_rcache_region_tombstone_locked(rcache, (ucs_rcache_region_t*)r);
     }
-    __atomic_store_n(&index->count, kept, __ATOMIC_RELEASE);
-    ucs_range_index_update_tops(index, 0);
 }
 
 void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead)
 {
     ucs_list_link_t *link, *next;
     ucs_rcache_region_t *region;
-    int compact;
 
     if (rcache->pending_count == 0) {
         return;
     }
-    compact = rcache->pending_count >= UCS_RCACHE_PURGE_COMPACT_MIN;
-    if (compact) {
-        ucs_rcache_purge_compact_locked(rcache);
-    }
     for (link = rcache->pending.next; link != &rcache->pending; link = next) {
         next   = link->next;
         region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
-        if (!compact) {
-            ucs_range_index_remove(&rcache->index, &region->super);
-        }
+        ucs_range_index_remove(&rcache->index, &region->super);
         region->flags &= ~UCS_RCACHE_REGION_FLAG_PGTABLE;
         ucs_rcache_unref_locked(region, dead);
     }
     ucs_list_head_init(&rcache->pending);
+    rcache->unreleased_size = 0;
     ucs_rcache_atomic_store(&rcache->pending_count, 0);
 }
 
 void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
-                                   ucs_rcache_region_t *region, size_t pos,
+                                   ucs_rcache_region_t *region,
                                    ucs_list_link_t *dead)
 {
-    ucs_range_index_remove_at(&rcache->index, pos);
+    ucs_range_index_remove(&rcache->index, &region->super);
     ucs_rcache_lru_remove_locked(region);
     region->flags &= ~UCS_RCACHE_REGION_FLAG_PGTABLE;
     rcache->num_regions--;
@@ -108,7 +93,6 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
     ucs_list_link_t *link, *next;
     ucs_rcache_region_hdr_t *hdr;
     ucs_rcache_region_t *region;
-    size_t pos;
 
     for (link = rcache->lru.next; (link != &rcache->lru) && (steps-- > 0);
          link = next) {
@@ -128,8 +112,7 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
             ucs_list_add_tail(&rcache->lru, &region->lru_list);
             continue;
         }
-        pos = ucs_range_index_lower(&rcache->index, region->super.start);
-        ucs_rcache_region_drop_locked(rcache, region, pos, dead);
+        ucs_rcache_region_drop_locked(rcache, region, dead);
         rcache->stats.evictions++;
     }
 }
@@ -145,16 +128,20 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
         (hdr->fork_gen == rcache->fork_gen)) {
         rcache->params.ops->mem_dereg(rcache->params.context, rcache, region);
         ucs_rcache_atomic_add(&rcache->stats.deregs, 1);
+        if (region->flags & UCS_RCACHE_REGION_FLAG_DONTFORK) {
+            ucs_rcache_dontfork_remove(region->super.start, region->super.end);
+        }
     }
-    region->flags &= ~UCS_RCACHE_REGION_FLAG_REGISTERED;
+    region->flags &= ~(UCS_RCACHE_REGION_FLAG_REGISTERED |
+                       UCS_RCACHE_REGION_FLAG_DONTFORK);
 
     /* nobody can add completions to a region nobody references any more;
      * the lock orders us after an invalidation that added one */
     ucs_list_head_init(&comps);
     if (!ucs_list_is_empty(&hdr->comps)) {
-        pthread_spin_lock(&rcache->lock);
+        ucs_rcache_lock(rcache);
         ucs_list_splice_tail(&comps, &hdr->comps);
-        pthread_spin_unlock(&rcache->lock);
+        ucs_rcache_unlock(rcache);
     }
     while (!ucs_list_is_empty(&comps)) {
         comp = ucs_container_of(comps.next, ucs_rcache_comp_t, link);
@@ -166,9 +153,9 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     ucs_rcache_pfn_release(region);
     ucs_rcache_atomic_sub(&rcache->live_regions, 1);
     /* type-stable: lock-free lookups may still read this memory */
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_list_add_tail(&rcache->pool, &region->tmp_list);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
 }
 
 void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead)
@@ -187,8 +174,8 @@ void ucs_rcache_purge(ucs_rcache_t *rcache)
     ucs_list_link_t dead;
 
     ucs_list_head_init(&dead);
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
-    pthread_spin_unlock(&rcache->lock);
+    ucs_rcache_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 }

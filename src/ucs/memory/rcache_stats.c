@@ -14,11 +14,12 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
                          (rcache == NULL) ? "rcache" : "stats");
         return UCS_ERR_INVALID_PARAM;
     }
-    pthread_spin_lock(&rcache->lock);
+    ucs_rcache_lock(rcache);
     tmp            = rcache->stats;
     tmp.regions    = rcache->num_regions;
     tmp.total_size = rcache->total_size;
-    pthread_spin_unlock(&rcache->lock);
+    tmp.unreleased = rcache->unreleased_size;
+    ucs_rcache_unlock(rcache);
     for (i = 0; i < UCS_RCACHE_STAT_SHARDS; ++i) {
         tmp.gets      += __atomic_load_n(&rcache->shards[i].gets,
                                          __ATOMIC_RELAXED);
@@ -50,8 +51,12 @@ void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream)
             "  deregs              %lu\n"
             "  stale_pfn           %lu\n"
             "  regions             %lu\n"
-            "  total_size          %lu\n",
+            "  total_size          %lu\n"
+            "  cleanups            %lu\n"
+            "  unreleased          %lu\n"
+            "  deferred_unmaps     %lu\n",
             rcache->name, s.gets, s.hits_fast, s.hits_slow, s.misses,
             s.merges, s.evictions, s.unmap_invalidations, s.regs,
-            s.reg_failures, s.deregs, s.stale_pfn, s.regions, s.total_size);
+            s.reg_failures, s.deregs, s.stale_pfn, s.regions, s.total_size,
+            s.cleanups, s.unreleased, s.deferred_unmaps);
 }

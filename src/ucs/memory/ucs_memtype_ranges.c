@@ -1,178 +1,145 @@
 /*
- * Sorted set of typed address ranges (see ucs_memtype_ranges.h).
+ * Set of typed address ranges (see ucs_memtype_ranges.h), on the range
+ * index B+tree; ranges are allocated one by one.
  */
 #include "ucs_memtype_ranges.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define UCS_MEMTYPE_RANGES_MIN_CAPACITY 16
-
 void ucs_memtype_ranges_init(ucs_memtype_ranges_t *ranges)
 {
-    ranges->items    = NULL;
-    ranges->count    = 0;
-    ranges->capacity = 0;
+    ucs_range_index_init(&ranges->index);
 }
 
 void ucs_memtype_ranges_cleanup(ucs_memtype_ranges_t *ranges)
 {
-    free(ranges->items);
-    ucs_memtype_ranges_init(ranges);
-}
+    ucs_range_index_iter_t iter;
+    ucs_pgt_region_t *item;
 
-/* Index of the first range that ends after 'addr' (count if none). */
-static size_t ucs_memtype_ranges_search(const ucs_memtype_ranges_t *ranges,
-                                        uintptr_t addr)
-{
-    size_t low  = 0;
-    size_t high = ranges->count;
-    size_t middle;
-
-    while (low < high) {
-        middle = low + ((high - low) / 2);
-        if (ranges->items[middle].end <= addr) {
-            low = middle + 1;
-        } else {
-            high = middle;
-        }
+    while ((item = ucs_range_index_lower(&ranges->index, 0, &iter)) != NULL) {
+        ucs_range_index_remove(&ranges->index, item);
+        free(item);
     }
-    return low;
+    ucs_range_index_cleanup(&ranges->index);
 }
 
-/* Make room for 'extra' more entries. */
-static ucs_status_t ucs_memtype_ranges_reserve(ucs_memtype_ranges_t *ranges,
-                                               size_t extra)
+/* Room in the tree for one insertion. */
+static ucs_status_t ucs_memtype_ranges_room(ucs_memtype_ranges_t *ranges)
 {
-    ucs_memtype_range_t *items;
-    size_t capacity;
+    ucs_range_index_spare_t spare = {NULL};
+    ucs_status_t status;
 
-    if ((ranges->count + extra) <= ranges->capacity) {
+    if (ucs_range_index_free_nodes(&ranges->index) >=
+        ucs_range_index_insert_needs(&ranges->index)) {
         return UCS_OK;
     }
+    status = ucs_range_index_grow_alloc(&ranges->index, &spare);
+    if (status == UCS_OK) {
+        ucs_range_index_grow_install(&ranges->index, &spare);
+        ucs_range_index_spare_free(&spare);
+    }
+    return status;
+}
 
-    capacity = ucs_max(ranges->capacity * 2, UCS_MEMTYPE_RANGES_MIN_CAPACITY);
-    capacity = ucs_max(capacity, ranges->count + extra);
-    items    = realloc(ranges->items, capacity * sizeof(*items));
-    if (items == NULL) {
+/* A new range in the tree, or UCS_ERR_NO_MEMORY. */
+static ucs_status_t ucs_memtype_ranges_put(ucs_memtype_ranges_t *ranges,
+                                           uintptr_t start, uintptr_t end,
+                                           ucs_memory_type_t type)
+{
+    ucs_memtype_range_t *item;
+
+    if (ucs_memtype_ranges_room(ranges) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
-
-    ranges->items    = items;
-    ranges->capacity = capacity;
+    item = malloc(sizeof(*item));
+    if (item == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    item->super.start = start;
+    item->super.end   = end;
+    item->type        = type;
+    ucs_range_index_insert(&ranges->index, &item->super);
     return UCS_OK;
 }
 
-/* Open a gap at 'index' and store the range there (capacity reserved). */
-static void ucs_memtype_ranges_put(ucs_memtype_ranges_t *ranges, size_t index,
-                                   uintptr_t start, uintptr_t end,
-                                   ucs_memory_type_t type)
+static void ucs_memtype_ranges_drop(ucs_memtype_ranges_t *ranges,
+                                    ucs_memtype_range_t *item)
 {
-    memmove(&ranges->items[index + 1], &ranges->items[index],
-            (ranges->count - index) * sizeof(ranges->items[0]));
-    ranges->items[index].start = start;
-    ranges->items[index].end   = end;
-    ranges->items[index].type  = type;
-    ++ranges->count;
-}
-
-static void ucs_memtype_ranges_erase(ucs_memtype_ranges_t *ranges,
-                                     size_t first, size_t last)
-{
-    memmove(&ranges->items[first], &ranges->items[last],
-            (ranges->count - last) * sizeof(ranges->items[0]));
-    ranges->count -= last - first;
+    ucs_range_index_remove(&ranges->index, &item->super);
+    free(item);
 }
 
 void ucs_memtype_ranges_remove(ucs_memtype_ranges_t *ranges, uintptr_t start,
                                uintptr_t end)
 {
-    size_t first = ucs_memtype_ranges_search(ranges, start);
-    size_t last  = first;
+    ucs_range_index_iter_t iter;
     ucs_memtype_range_t *item;
     uintptr_t item_end;
 
-    while ((last < ranges->count) && (ranges->items[last].start < end)) {
-        ++last;
-    }
-    if (first == last) {
-        return; /* nothing overlaps */
-    }
-
-    item = &ranges->items[first];
-    if ((last == first + 1) && (item->start < start) && (item->end > end)) {
-        /* one range sticks out on both sides: cut a hole */
-        if (ucs_memtype_ranges_reserve(ranges, 1) != UCS_OK) {
-            ucs_memtype_ranges_erase(ranges, first, last);
-            return;
+    while (((item = (ucs_memtype_range_t *)ucs_range_index_lower(
+                 &ranges->index, start, &iter)) != NULL) &&
+           (item->super.start < end)) {
+        if (item->super.start < start) {
+            /* keep the head (its end is the key: reinsert) */
+            item_end = item->super.end;
+            ucs_range_index_remove(&ranges->index, &item->super);
+            item->super.end = start;
+            ucs_range_index_insert(&ranges->index, &item->super);
+            if ((item_end > end) &&
+                (ucs_memtype_ranges_put(ranges, end, item_end, item->type) !=
+                 UCS_OK)) {
+                /* no memory for the tail: it becomes unknown, not stale */
+                ucs_memtype_ranges_drop(ranges, item);
+            }
+            continue; /* the head now ends at start: not found again */
         }
-        item     = &ranges->items[first];
-        item_end = item->end;
-        item->end = start;
-        ucs_memtype_ranges_put(ranges, first + 1, end, item_end, item->type);
-        return;
+        if (item->super.end > end) {
+            item->super.start = end; /* keep the tail; the key is unchanged */
+            break;
+        }
+        ucs_memtype_ranges_drop(ranges, item);
     }
-
-    if (item->start < start) {
-        item->end = start; /* keep the head */
-        ++first;
-    }
-    item = &ranges->items[last - 1];
-    if (item->end > end) {
-        item->start = end; /* keep the tail */
-        --last;
-    }
-    ucs_memtype_ranges_erase(ranges, first, last);
 }
 
 ucs_status_t ucs_memtype_ranges_insert(ucs_memtype_ranges_t *ranges,
                                        uintptr_t start, uintptr_t end,
                                        ucs_memory_type_t type)
 {
-    ucs_status_t status;
-
-    /* room for the new range and for a hole cut into an older one */
-    status = ucs_memtype_ranges_reserve(ranges, 2);
     ucs_memtype_ranges_remove(ranges, start, end);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    ucs_memtype_ranges_put(ranges, ucs_memtype_ranges_search(ranges, start),
-                           start, end, type);
-    return UCS_OK;
+    return ucs_memtype_ranges_put(ranges, start, end, type);
 }
 
 ucs_status_t ucs_memtype_ranges_find(const ucs_memtype_ranges_t *ranges,
                                      uintptr_t start, uintptr_t end,
                                      ucs_memory_type_t *type_p)
 {
-    size_t index = ucs_memtype_ranges_search(ranges, start);
     const ucs_memtype_range_t *item;
+    ucs_range_index_iter_t iter;
     ucs_memory_type_t type;
     uintptr_t covered;
 
-    if ((index == ranges->count) || (ranges->items[index].start >= end)) {
+    item = (const ucs_memtype_range_t *)ucs_range_index_lower(&ranges->index,
+                                                              start, &iter);
+    if ((item == NULL) || (item->super.start >= end)) {
         return UCS_ERR_NO_ELEM;
     }
-
-    item = &ranges->items[index];
-    if (item->start > start) {
+    if (item->super.start > start) {
         *type_p = UCS_MEMORY_TYPE_UNKNOWN; /* a leading part is untagged */
         return UCS_OK;
     }
 
     type    = item->type;
-    covered = item->end;
+    covered = item->super.end;
     while (covered < end) {
-        ++index;
-        item = &ranges->items[index];
-        if ((index == ranges->count) || (item->start != covered) ||
+        item = (const ucs_memtype_range_t *)ucs_range_index_next(&ranges->index,
+                                                                 &iter);
+        if ((item == NULL) || (item->super.start != covered) ||
             (item->type != type)) {
             type = UCS_MEMORY_TYPE_UNKNOWN;
             break;
         }
-        covered = item->end;
+        covered = item->super.end;
     }
 
     *type_p = type;

@@ -4,11 +4,13 @@
  * serializes writers against everything and may run finds concurrently.
  *
  * Ranges are half-open [start, end) with start < end; callers validate that.
- * Lookups are O(log n); insertion and removal move O(n) entries.
+ * Kept in a B+tree (ucs/datastruct/range_index.h): lookups, insertion and
+ * removal are O(log n + k), k the number of ranges overlapped.
  */
 #ifndef UCS_MEMTYPE_RANGES_H_
 #define UCS_MEMTYPE_RANGES_H_
 
+#include <ucs/datastruct/range_index.h>
 #include <ucs/memory/memory_type.h>
 #include <ucs/type/status.h>
 #include <stddef.h>
@@ -17,15 +19,12 @@
 BEGIN_C_DECLS
 
 typedef struct ucs_memtype_range {
-    uintptr_t         start;
-    uintptr_t         end;
+    ucs_pgt_region_t  super;       /* [start, end) */
     ucs_memory_type_t type;
 } ucs_memtype_range_t;
 
 typedef struct ucs_memtype_ranges {
-    ucs_memtype_range_t *items;    /* sorted by start, pairwise disjoint */
-    size_t              count;
-    size_t              capacity;
+    ucs_range_index_t index;       /* ucs_memtype_range_t, disjoint */
 } ucs_memtype_ranges_t;
 
 /* Empty set; allocates nothing. */

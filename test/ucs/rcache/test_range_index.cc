@@ -17,26 +17,31 @@ protected:
     void SetUp() override { ucs_range_index_init(&m_index); }
     void TearDown() override { ucs_range_index_cleanup(&m_index); }
 
-    void reserve(size_t need)
+    void random_ops(size_t nslots, int nops, unsigned seed);
+
+    void reserve()
     {
         ucs_range_index_spare_t spare = {nullptr};
-        if (need <= m_index.capacity) {
+        if (ucs_range_index_free_nodes(&m_index) >=
+            ucs_range_index_insert_needs(&m_index)) {
             return;
         }
-        ASSERT_EQ(UCS_OK, ucs_range_index_grow_alloc(need * 2, &spare));
+        ASSERT_EQ(UCS_OK, ucs_range_index_grow_alloc(&m_index, &spare));
         ucs_range_index_grow_install(&m_index, &spare);
         ucs_range_index_spare_free(&spare);
     }
 
+    /* walk in address order against the reference */
     void check(const std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> &ref)
     {
+        ucs_range_index_iter_t iter;
         ASSERT_EQ(ref.size(), m_index.count);
-        size_t i = 0;
+        ucs_pgt_region_t *r = ucs_range_index_lower(&m_index, 0, &iter);
         for (auto &kv : ref) {
-            ASSERT_EQ(kv.second, m_index.regions[i]) << i;
-            ASSERT_EQ(kv.second->end, m_index.ends[i]) << i;
-            ++i;
+            ASSERT_EQ(kv.second, r);
+            r = ucs_range_index_next(&m_index, &iter);
         }
+        ASSERT_EQ(nullptr, r);
     }
 };
 
@@ -44,19 +49,63 @@ protected:
 
 TEST_F(range_index, random_against_map)
 {
-    std::mt19937 rng(7);
-    std::vector<ucs_pgt_region_t> slots(4096);
+    random_ops(4096, 100000, 7);
+}
+
+/* many entries: several levels, splits and merges at every level */
+TEST_F(range_index, deep_random_against_map)
+{
+    random_ops(60000, 300000, 11);
+    EXPECT_GE(m_index.height, 3u);
+}
+
+/* fill, then empty in address order and in reverse: the tree shrinks back */
+TEST_F(range_index, fill_and_drain)
+{
+    std::vector<ucs_pgt_region_t> slots(20000);
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (size_t i = 0; i < slots.size(); ++i) {
+            slots[i].start = 0x1000 + i * 0x40;
+            slots[i].end   = slots[i].start + 0x40; /* adjacent ranges */
+            reserve();
+            ucs_range_index_insert(&m_index, &slots[i]);
+            ref[slots[i].start] = &slots[i];
+        }
+        check(ref);
+        for (size_t k = 0; k < slots.size(); ++k) {
+            size_t i = pass ? slots.size() - 1 - k : k;
+            ucs_pgt_addr_t mid = slots[i].start + 0x20;
+            ASSERT_EQ(&slots[i], ucs_range_index_find(&m_index, mid));
+            ASSERT_EQ(&slots[i], ucs_range_index_find_racy(&m_index, mid));
+            ASSERT_EQ(1, ucs_range_index_remove(&m_index, &slots[i]));
+            ASSERT_EQ(0, ucs_range_index_remove(&m_index, &slots[i]));
+            ref.erase(slots[i].start);
+            if (k % 997 == 0) {
+                check(ref);
+            }
+        }
+        EXPECT_EQ(0u, m_index.count);
+        EXPECT_EQ(0u, m_index.height);
+        EXPECT_EQ(nullptr, ucs_range_index_find_racy(&m_index, 0x1000));
+    }
+}
+
+void range_index::random_ops(size_t nslots, int nops, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::vector<ucs_pgt_region_t> slots(nslots);
     std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
 
     for (size_t i = 0; i < slots.size(); ++i) {
         slots[i].start = 0x10000 + i * 0x100;
         slots[i].end   = slots[i].start + 0x80;
     }
-    for (int op = 0; op < 100000; ++op) {
+    for (int op = 0; op < nops; ++op) {
         ucs_pgt_region_t *r = &slots[rng() % slots.size()];
         bool present        = ref.count(r->start) != 0;
         if (!present && (rng() % 3 != 0)) {
-            reserve(m_index.count + 1);
+            reserve();
             ucs_range_index_insert(&m_index, r);
             ref[r->start] = r;
         } else if (present) {
@@ -80,7 +129,7 @@ TEST_F(range_index, random_against_map)
         } else if (racy != nullptr) {
             ASSERT_FALSE((racy->start <= addr) && (addr < racy->end)) << op;
         }
-        if (op % 5000 == 0) {
+        if (op % 50000 == 0) {
             check(ref);
         }
     }
