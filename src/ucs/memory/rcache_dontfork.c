@@ -158,6 +158,42 @@ static void ucs_rcache_df_page_align(ucs_pgt_addr_t *start, ucs_pgt_addr_t *end)
     *end = (*end + mask) & ~mask;
 }
 
+/* madvise(advice) every part of [start, end) that no segment counts, in
+ * address order (each failure is logged).  With keep_going == 0 it stops at
+ * the first failure, *stop_p (if not NULL) = start of the gap that failed;
+ * otherwise it advises every gap.  Returns -1 if any failed, else 0 with
+ * *stop_p = end.  Called with the lock held. */
+static int ucs_rcache_df_advise_gaps(ucs_pgt_addr_t start, ucs_pgt_addr_t end,
+                                     int advice, int keep_going,
+                                     ucs_pgt_addr_t *stop_p)
+{
+    int ret = 0;
+
+    ucs_range_index_iter_t iter;
+    ucs_rcache_dfseg_t *seg;
+    ucs_pgt_addr_t cur, gap_end;
+
+    for (cur = start; cur < end; cur = gap_end) {
+        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
+                                                          cur, &iter);
+        if ((seg != NULL) && (seg->super.start <= cur)) {
+            gap_end = ucs_min(seg->super.end, end);
+            continue;
+        }
+        gap_end = (seg == NULL) ? end : ucs_min(seg->super.start, end);
+        if (ucs_rcache_df_advise(cur, gap_end, advice) != 0) {
+            ret = -1;
+            if (!keep_going) {
+                break;
+            }
+        }
+    }
+    if (stop_p != NULL) {
+        *stop_p = (ret == 0) ? end : cur;
+    }
+    return ret;
+}
+
 ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
 {
     ucs_range_index_iter_t iter;
@@ -170,18 +206,9 @@ ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end)
     pthread_mutex_lock(&ucs_rcache_df_lock);
 
     /* mark the pages nobody marked yet; undo all on failure */
-    for (cur = start; cur < end; cur = gap_end) {
-        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
-                                                          cur, &iter);
-        if ((seg != NULL) && (seg->super.start <= cur)) {
-            gap_end = ucs_min(seg->super.end, end);
-            continue;
-        }
-        gap_end = (seg == NULL) ? end : ucs_min(seg->super.start, end);
-        if (ucs_rcache_df_advise(cur, gap_end, MADV_DONTFORK) != 0) {
-            status = UCS_ERR_IO_ERROR;
-            goto err_undo;
-        }
+    if (ucs_rcache_df_advise_gaps(start, end, MADV_DONTFORK, 0, &cur) != 0) {
+        status = UCS_ERR_IO_ERROR;
+        goto err_undo;
     }
 
     status = ucs_rcache_df_cut(start);
@@ -220,16 +247,7 @@ err_undo:
     end = cur;
 err_undo_from:
     /* restore the pages this call marked and nobody counts */
-    for (cur = start; cur < end; cur = gap_end) {
-        seg = (ucs_rcache_dfseg_t *)ucs_range_index_lower(&ucs_rcache_df_index,
-                                                          cur, &iter);
-        if ((seg != NULL) && (seg->super.start <= cur)) {
-            gap_end = ucs_min(seg->super.end, end);
-            continue;
-        }
-        gap_end = (seg == NULL) ? end : ucs_min(seg->super.start, end);
-        (void)ucs_rcache_df_advise(cur, gap_end, MADV_DOFORK);
-    }
+    (void)ucs_rcache_df_advise_gaps(start, end, MADV_DOFORK, 1, NULL);
     pthread_mutex_unlock(&ucs_rcache_df_lock);
     return status;
 }
