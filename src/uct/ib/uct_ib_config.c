@@ -74,6 +74,10 @@ static const ucs_config_field_t uct_rc_config_table[] = {
     UCT_RC_FIELD("RC_RNR_RETRY_COUNT", "7",
                  "QP receiver-not-ready retries (0-7, 7: infinite)", rnr_retry,
                  UCS_CONFIG_TYPE_UINT),
+    UCT_RC_FIELD("RC_TX_MAX_INLINE", "128",
+                 "Puts and active messages up to this size are copied into "
+                 "the work request (IBV_SEND_INLINE; 0: never)",
+                 max_inline, UCS_CONFIG_TYPE_UINT),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static void uct_ib_config_error(const char *var, const char *value,

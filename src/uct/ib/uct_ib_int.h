@@ -45,6 +45,7 @@ typedef struct uct_rc_config {
     unsigned timeout; /* IB exponent: 4.096 us * 2^timeout */
     unsigned retry_count;
     unsigned rnr_retry;
+    unsigned max_inline; /* bytes a WR may carry in its WQE (0: none) */
 } uct_rc_config_t;
 
 /* Read UCX_NET_DEVICES and UCX_IB_*; one error line per malformed value. */
@@ -160,6 +161,7 @@ struct uct_rc_ep {
     int connected;
     ucs_status_t status;   /* UCS_OK or the error state */
     unsigned tx_avail;     /* send WRs left on the QP */
+    unsigned max_inline;   /* inline bytes the QP accepts */
     uint64_t tx_posted_sn; /* operations posted */
     uint64_t tx_done_sn;   /* operations completed */
     ucs_list_link_t flush_reqs;

@@ -61,14 +61,21 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
         return UCS_ERR_NO_MEMORY;
     }
     memset(&init, 0, sizeof(init));
-    init.send_cq          = iface->cq;
-    init.recv_cq          = iface->cq;
-    init.srq              = iface->srq;
-    init.qp_type          = IBV_QPT_RC;
-    init.cap.max_send_wr  = iface->config.tx_queue_len;
-    init.cap.max_send_sge = iface->max_iov;
-    init.sq_sig_all       = 1;
-    ep->qp                = ibv_create_qp(iface->md->pd, &init);
+    init.send_cq             = iface->cq;
+    init.recv_cq             = iface->cq;
+    init.srq                 = iface->srq;
+    init.qp_type             = IBV_QPT_RC;
+    init.cap.max_send_wr     = iface->config.tx_queue_len;
+    init.cap.max_send_sge    = iface->max_iov;
+    init.sq_sig_all          = 0;
+    init.cap.max_inline_data = iface->config.max_inline;
+    ep->qp                   = ibv_create_qp(iface->md->pd, &init);
+    if ((ep->qp == NULL) && (init.cap.max_inline_data != 0)) {
+        uct_ib_diag("%s: no RC QP with %u inline bytes (%s): trying none",
+                    iface->md->name, iface->config.max_inline, strerror(errno));
+        init.cap.max_inline_data = 0;
+        ep->qp                   = ibv_create_qp(iface->md->pd, &init);
+    }
     if (ep->qp == NULL) {
         uct_ib_error("%s: ibv_create_qp(RC, %u send WRs, %zu SGEs) failed: "
                      "%s",
@@ -94,9 +101,10 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
         free(ep);
         return UCS_ERR_IO_ERROR;
     }
-    ep->iface    = iface;
-    ep->status   = UCS_OK;
-    ep->tx_avail = iface->config.tx_queue_len;
+    ep->iface      = iface;
+    ep->status     = UCS_OK;
+    ep->tx_avail   = iface->config.tx_queue_len;
+    ep->max_inline = init.cap.max_inline_data; /* what the QP granted */
     ucs_list_head_init(&ep->flush_reqs);
     ++iface->num_eps;
     *ep_p = ep;

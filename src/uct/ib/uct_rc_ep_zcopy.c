@@ -1,9 +1,10 @@
 /*
  * RC operations: put_zcopy (RDMA WRITE), get_zcopy (RDMA READ), am_zcopy
  * (SEND with immediate = AM id; the header is copied into a registered slot
- * and sent as the first SGE) and am_short (SEND of a copied slot).  Every WR
- * is signaled; credits: ep->tx_avail (QP send queue) and iface->tx_avail
- * (descriptors = CQ entries).
+ * and sent as the first SGE) and am_short (SEND of a copied slot).  Puts and
+ * sends of up to ep->max_inline bytes go inline (the data is copied into the
+ * WQE at post time).  Every WR is signaled; credits: ep->tx_avail (QP send
+ * queue) and iface->tx_avail (descriptors = CQ entries).
  */
 #include "uct_ib_int.h"
 
@@ -86,8 +87,10 @@ static ucs_status_t uct_rc_iov_to_sge(uct_rc_ep_t *ep, const char *op,
     return UCS_OK;
 }
 
+/* Post wr; inline: its data fits ep->max_inline (copied into the WQE). */
 static ucs_status_t uct_rc_ep_post(uct_rc_ep_t *ep, struct ibv_send_wr *wr,
-                                   uint32_t index, uct_completion_t *comp)
+                                   uint32_t index, uct_completion_t *comp,
+                                   int inline_data)
 {
     uct_rc_iface_t *iface  = ep->iface;
     uct_rc_tx_desc_t *desc = &iface->tx_descs[index];
@@ -99,7 +102,7 @@ static ucs_status_t uct_rc_ep_post(uct_rc_ep_t *ep, struct ibv_send_wr *wr,
     desc->opcode   = wr->opcode;
     wr->wr_id      = index;
     wr->next       = NULL;
-    wr->send_flags = IBV_SEND_SIGNALED;
+    wr->send_flags = IBV_SEND_SIGNALED | (inline_data ? IBV_SEND_INLINE : 0);
     ret            = ibv_post_send(ep->qp, wr, &bad);
     if (ucs_unlikely(ret != 0)) {
         uct_rc_iface_desc_put(iface, index);
@@ -139,7 +142,9 @@ static ucs_status_t uct_rc_ep_rdma(uct_rc_ep_t *ep, const char *op,
     wr.num_sge             = num;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = (uint32_t)rkey;
-    return uct_rc_ep_post(ep, &wr, uct_rc_iface_desc_get(ep->iface), comp);
+    return uct_rc_ep_post(ep, &wr, uct_rc_iface_desc_get(ep->iface), comp,
+                          (opcode == IBV_WR_RDMA_WRITE) &&
+                              (total <= ep->max_inline));
 }
 
 ucs_status_t uct_rc_ep_put_zcopy(uct_rc_ep_t *ep, const uct_iov_t *iov,
@@ -210,7 +215,8 @@ ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id, const void *header,
     }
     wr.opcode   = IBV_WR_SEND_WITH_IMM;
     wr.imm_data = htonl(id);
-    return uct_rc_ep_post(ep, &wr, index, comp);
+    return uct_rc_ep_post(ep, &wr, index, comp,
+                          total + header_length <= ep->max_inline);
 }
 
 ucs_status_t uct_rc_ep_am_short(uct_rc_ep_t *ep, uint8_t id, uint64_t header,
@@ -249,6 +255,6 @@ ucs_status_t uct_rc_ep_am_short(uct_rc_ep_t *ep, uint8_t id, uint64_t header,
     wr.imm_data = htonl(id);
     wr.sg_list  = &sge;
     wr.num_sge  = 1;
-    status      = uct_rc_ep_post(ep, &wr, index, NULL);
+    status = uct_rc_ep_post(ep, &wr, index, NULL, sge.length <= ep->max_inline);
     return (status == UCS_INPROGRESS) ? UCS_OK : status;
 }
