@@ -281,21 +281,26 @@ ucs_status_t rc_test::post_retry(const std::function<ucs_status_t()> &op)
     return status;
 }
 
+ucs_status_t
+rc_test::post_wait(const std::function<ucs_status_t(uct_completion_t *)> &op)
+{
+    test_comp comp;
+    ucs_status_t status = post_retry([&]() { return op(&comp.super); });
+    if (status != UCS_INPROGRESS) {
+        return status;
+    }
+    return wait_comp(comp);
+}
+
 ucs_status_t rc_test::put(uct_rc_ep_t *ep, void *src, size_t len,
                           uct_ib_mem_t *src_memh, void *dst,
                           uct_ib_mem_t *dst_memh)
 {
     uct_iov_t iov   = {src, len, src_memh};
     uct_rkey_t rkey = rkey_of(dst_memh);
-    test_comp comp;
-    ucs_status_t status = post_retry([&]() {
-        return uct_rc_ep_put_zcopy(ep, &iov, 1, (uintptr_t)dst, rkey,
-                                   &comp.super);
+    return post_wait([&](uct_completion_t *comp) {
+        return uct_rc_ep_put_zcopy(ep, &iov, 1, (uintptr_t)dst, rkey, comp);
     });
-    if (status != UCS_INPROGRESS) {
-        return status;
-    }
-    return wait_comp(comp);
 }
 
 ucs_status_t rc_test::get(uct_rc_ep_t *ep, void *dst, size_t len,
@@ -304,25 +309,15 @@ ucs_status_t rc_test::get(uct_rc_ep_t *ep, void *dst, size_t len,
 {
     uct_iov_t iov   = {dst, len, dst_memh};
     uct_rkey_t rkey = rkey_of(src_memh);
-    test_comp comp;
-    ucs_status_t status = post_retry([&]() {
-        return uct_rc_ep_get_zcopy(ep, &iov, 1, (uintptr_t)src, rkey,
-                                   &comp.super);
+    return post_wait([&](uct_completion_t *comp) {
+        return uct_rc_ep_get_zcopy(ep, &iov, 1, (uintptr_t)src, rkey, comp);
     });
-    if (status != UCS_INPROGRESS) {
-        return status;
-    }
-    return wait_comp(comp);
 }
 
 ucs_status_t rc_test::flush(uct_rc_ep_t *ep)
 {
-    test_comp comp;
-    ucs_status_t status = uct_rc_ep_flush(ep, &comp.super);
-    if (status != UCS_INPROGRESS) {
-        return status;
-    }
-    return wait_comp(comp);
+    return post_wait(
+        [&](uct_completion_t *comp) { return uct_rc_ep_flush(ep, comp); });
 }
 
 mapping::mapping(size_t l, int prot) : len(l)

@@ -85,7 +85,11 @@ class rc_test : public md_test
     ucs_status_t wait_comp(test_comp &comp);
     /* run op until it is not NO_RESOURCE (progressing meanwhile) */
     ucs_status_t post_retry(const std::function<ucs_status_t()> &op);
-    /* put/get and wait for completion, retrying on NO_RESOURCE */
+    /* op(a completion) retried while NO_RESOURCE, then waited for; the
+     * completion's status (or op's, if it did not return INPROGRESS) */
+    ucs_status_t
+    post_wait(const std::function<ucs_status_t(uct_completion_t *)> &op);
+    /* put/get/flush and wait for completion, retrying on NO_RESOURCE */
     ucs_status_t put(uct_rc_ep_t *ep, void *src, size_t len,
                      uct_ib_mem_t *src_memh, void *dst, uct_ib_mem_t *dst_memh);
     ucs_status_t get(uct_rc_ep_t *ep, void *dst, size_t len,

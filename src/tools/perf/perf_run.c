@@ -89,7 +89,12 @@ static ucs_status_t perf_flush(perf_ctx_t *ctx)
     ucs_status_t status;
     unsigned i;
 
-    status = uct_rc_ep_flush(ctx->ep, &comp);
+    while ((status = uct_rc_ep_flush(ctx->ep, &comp)) == UCS_ERR_NO_RESOURCE) {
+        status = perf_progress(ctx, &w);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
     if (status == UCS_INPROGRESS) {
         while (comp.count > 0) {
             status = perf_progress(ctx, &w);

@@ -104,6 +104,8 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
     ep->iface      = iface;
     ep->status     = UCS_OK;
     ep->tx_avail   = iface->config.tx_queue_len;
+    ep->tx_head    = UINT32_MAX;
+    ep->tx_tail    = UINT32_MAX;
     ep->max_inline = init.cap.max_inline_data; /* what the QP granted */
     ucs_list_head_init(&ep->flush_reqs);
     ++iface->num_eps;
@@ -254,6 +256,7 @@ void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
     ucs_list_link_t done;
     uct_rc_flush_req_t *req;
     ucs_status_t ep_status;
+    uint32_t index;
 
     if (status != UCS_OK) {
         if (ep->status == UCS_OK) {
@@ -267,9 +270,18 @@ void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
             status = ep->status; /* the cause, not "flushed" */
         }
     }
-    ++ep->tx_avail;
-    ++ep->tx_done_sn;
-    uct_rc_iface_desc_put(iface, wc->wr_id);
+    /* this WR and the unsignaled ones posted before it (oldest first; they
+     * have no callback) are done */
+    do {
+        index       = ep->tx_head;
+        ep->tx_head = iface->tx_descs[index].next;
+        uct_rc_iface_desc_put(iface, index);
+        ++ep->tx_avail;
+        ++ep->tx_done_sn;
+    } while ((index != wc->wr_id) && (ep->tx_head != UINT32_MAX));
+    if (ep->tx_head == UINT32_MAX) {
+        ep->tx_tail = UINT32_MAX;
+    }
 
     /* collect satisfied flushes before any callback may destroy ep */
     ucs_list_head_init(&done);
@@ -295,6 +307,7 @@ void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
 ucs_status_t uct_rc_ep_flush(uct_rc_ep_t *ep, uct_completion_t *comp)
 {
     uct_rc_flush_req_t *req;
+    ucs_status_t status;
 
     if (ep == NULL) {
         uct_ib_error("uct_rc_ep_flush: NULL ep");
@@ -302,6 +315,13 @@ ucs_status_t uct_rc_ep_flush(uct_rc_ep_t *ep, uct_completion_t *comp)
     }
     if (ep->tx_done_sn == ep->tx_posted_sn) {
         return ep->status;
+    }
+    if ((ep->tx_sig_sn != ep->tx_posted_sn) && (ep->status == UCS_OK)) {
+        /* the last WR is unsignaled: nothing would report its completion */
+        status = uct_rc_ep_post_flush(ep);
+        if (status != UCS_INPROGRESS) {
+            return status;
+        }
     }
     if (comp == NULL) {
         return UCS_INPROGRESS;
