@@ -366,8 +366,7 @@ class uct_rc_mt_reg : public rc_test
 
 TEST_F(uct_rc_mt_reg, large_fresh_buffer_moves_data_end_to_end)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr = md_attr();
     ASSERT_EQ(1u << 20, attr.reg_mt_thresh);
     ASSERT_EQ(4u, attr.reg_mt_threads);
     const size_t len = 4u << 20;
