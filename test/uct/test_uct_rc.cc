@@ -508,7 +508,10 @@ TEST_F(uct_rc, unsignaled_puts_return_credits_and_flush)
 
 /* am_zcopy headers live in the descriptor's slot until the WR is known
  * complete; with unsignaled sends a slot reused too early would change the
- * header of a message still in the send queue. */
+ * header of a message still in the send queue.  (rxe gathers the data while
+ * ibv_post_send runs: there all headers shared one slot in a trial and this
+ * still passed; it catches early reuse only on a device that reads the WQE
+ * later, like hardware.) */
 TEST_F(uct_rc, unsignaled_am_zcopy_keeps_headers_until_complete)
 {
     am_log log;
