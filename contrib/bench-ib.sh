@@ -17,7 +17,8 @@
 # contrib/rxe-vm/README.md: only ratios within one session mean anything);
 # BENCH_BW_SIZE (65536), BENCH_BW_ITERS (400), BENCH_LAT_ITERS (1000),
 # BENCH_REG_SIZES ("4096 65536": registration test sizes; below 64 KiB they
-# run BENCH_LAT_ITERS iterations).
+# run BENCH_LAT_ITERS iterations), BENCH_TESTS ("put_bw put_lat get_bw am_lat
+# reg": the groups to run, e.g. "put_lat am_lat" while tuning latency).
 # Latency is compared by median (robust to the VM's stalls) and average.
 # Output: one line per run, then a table of ratios with the goals of the
 # verbs issue (bandwidth >= 0.95x ib_write_bw, latency <= 1.05x ib_write_lat,
@@ -45,6 +46,7 @@ bw_size=${BENCH_BW_SIZE:-65536}
 bw_iters=${BENCH_BW_ITERS:-400}
 lat_iters=${BENCH_LAT_ITERS:-1000}
 reg_sizes=${BENCH_REG_SIZES:-4096 65536}
+tests=" ${BENCH_TESTS:-put_bw put_lat get_bw am_lat reg} "
 T=300
 port=$((30000 + RANDOM % 20000))
 tmp=$(mktemp -d)
@@ -94,10 +96,18 @@ pair() {
         return 1
     fi
     echo "  $key: $v"
+    # perftest prints "inf" when its timing went wrong: not a sample
+    if ! awk -v v="$v" 'BEGIN { n = split(v, a, " ")
+            for (i = 1; i <= n; ++i) if (a[i] !~ /^[0-9]+(\.[0-9]+)?$/) exit 1 }'; then
+        echo "  $key: not a number, ignored"
+        return 0
+    fi
     set -- $v
     keep_best "$key" "$1"
     [ $# -lt 2 ] || keep_best "${key}_avg" "$2"
 }
+
+want() { [[ $tests == *" $1 "* ]]; }
 
 # keep_best KEY VALUE: max for *_bw, min for latencies
 keep_best() {
@@ -125,16 +135,17 @@ echo "bench-ib: $dev (GID index $gid), kernel $(uname -r), $(nproc) cpus, $round
      "bw ${bw_size} B x $bw_iters, lat 8 B x $lat_iters"
 for r in $(seq "$rounds"); do
     echo "round $r"
-    pair ours_put_bw csv_bw "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t put_bw -s "$bw_size" -n "$bw_iters" -w 20
-    pair ibw_put_bw pt_bw ib_write_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" -- ib_write_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" HOST
-    pair ucx_put_bw csv_bw ucx_perftest -p PORT -- ucx_perftest HOST "${UCX[@]}" -t put_bw -s "$bw_size" -n "$bw_iters" -w 20
-    pair ours_put_lat csv_lat "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t put_lat -s 8 -n "$lat_iters" -w 50
-    pair ibw_put_lat pt_lat ib_write_lat "${PT[@]}" -s 8 -n "$lat_iters" -- ib_write_lat "${PT[@]}" -s 8 -n "$lat_iters" HOST
-    pair ours_get_bw csv_bw "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t get_bw -s "$bw_size" -n "$bw_iters" -w 20
-    pair ibr_get_bw pt_bw ib_read_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" -- ib_read_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" HOST
-    pair ours_am_lat csv_lat "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t am_lat -s 8 -n "$lat_iters" -w 50
-    pair ibs_am_lat pt_lat ib_send_lat "${PT[@]}" -s 8 -n "$lat_iters" -- ib_send_lat "${PT[@]}" -s 8 -n "$lat_iters" HOST
-    pair ucx_am_lat csv_lat ucx_perftest -p PORT -- ucx_perftest HOST "${UCX[@]}" -t am_lat -s 8 -n "$lat_iters" -w 50
+    want put_bw && pair ours_put_bw csv_bw "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t put_bw -s "$bw_size" -n "$bw_iters" -w 20
+    want put_bw && pair ibw_put_bw pt_bw ib_write_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" -- ib_write_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" HOST
+    want put_bw && pair ucx_put_bw csv_bw ucx_perftest -p PORT -- ucx_perftest HOST "${UCX[@]}" -t put_bw -s "$bw_size" -n "$bw_iters" -w 20
+    want put_lat && pair ours_put_lat csv_lat "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t put_lat -s 8 -n "$lat_iters" -w 50
+    want put_lat && pair ibw_put_lat pt_lat ib_write_lat "${PT[@]}" -s 8 -n "$lat_iters" -- ib_write_lat "${PT[@]}" -s 8 -n "$lat_iters" HOST
+    want get_bw && pair ours_get_bw csv_bw "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t get_bw -s "$bw_size" -n "$bw_iters" -w 20
+    want get_bw && pair ibr_get_bw pt_bw ib_read_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" -- ib_read_bw "${PT[@]}" -s "$bw_size" -n "$bw_iters" HOST
+    want am_lat && pair ours_am_lat csv_lat "$ours" -p PORT -- "$ours" HOST "${OURS[@]}" -t am_lat -s 8 -n "$lat_iters" -w 50
+    want am_lat && pair ibs_am_lat pt_lat ib_send_lat "${PT[@]}" -s 8 -n "$lat_iters" -- ib_send_lat "${PT[@]}" -s 8 -n "$lat_iters" HOST
+    want am_lat && pair ucx_am_lat csv_lat ucx_perftest -p PORT -- ucx_perftest HOST "${UCX[@]}" -t am_lat -s 8 -n "$lat_iters" -w 50
+    want reg || continue
     for sz in $reg_sizes; do
         n=$bw_iters
         [ "$sz" -ge 65536 ] || n=$lat_iters

@@ -124,8 +124,7 @@ class uct_fork : public rc_test
 
 TEST_F(uct_fork, parent_and_child_keep_correct_registrations)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr = md_attr();
     if (attr.fork_state == UCT_IB_FORK_DISABLED) {
         GTEST_SKIP() << "no fork support (old kernel and "
                         "UCX_IB_FORK_INIT=no)";

@@ -22,8 +22,7 @@ class uct_md : public md_test
 
 TEST_F(uct_md, query_reports_port_gid_and_method)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr = md_attr();
     EXPECT_NE('\0', attr.dev_name[0]);
     EXPECT_GE(attr.port_num, 1u);
     EXPECT_GE(attr.active_mtu, 256u);
@@ -121,9 +120,8 @@ TEST_F(uct_md, missing_device_and_malformed_spec)
     EXPECT_EQ(UCS_ERR_NO_DEVICE, uct_ib_md_open("nosuchdev0:1", &md));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_open("rxe0:x", &md));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ib_md_open(":1", &md));
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
-    std::string bad_port = std::string(attr.dev_name) + ":9";
+    uct_ib_md_attr_t attr = md_attr();
+    std::string bad_port  = std::string(attr.dev_name) + ":9";
     EXPECT_EQ(UCS_ERR_NO_DEVICE, uct_ib_md_open(bad_port.c_str(), &md));
     {
         scoped_env env("UCX_NET_DEVICES", "nosuchdev0:1");
@@ -270,8 +268,7 @@ TEST_F(uct_md_direct, local_only_registration_has_no_rkey)
 
 TEST_F(uct_md_direct, readonly_mapping_for_remote_write_is_refused)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr = md_attr();
     ASSERT_EQ(UCT_IB_REG_METHOD_DIRECT, attr.reg_method);
     readonly_remote_write(m_md);
 }
@@ -342,8 +339,7 @@ TEST_F(uct_md, memlock_limit_is_reported)
  * registers, and closes. */
 TEST_F(uct_md, another_verbs_user_is_not_disturbed)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr    = md_attr();
     int num                  = 0;
     struct ibv_device **list = ibv_get_device_list(&num);
     ASSERT_NE(nullptr, list);

@@ -291,8 +291,7 @@ class uct_oracle
 
 TEST_P(uct_oracle, new_memory_at_same_address_gets_fresh_registration)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr = md_attr();
     ASSERT_EQ(UCT_IB_REG_METHOD_RCACHE, attr.reg_method);
 
     std::string why;

@@ -366,8 +366,7 @@ class uct_rc_mt_reg : public rc_test
 
 TEST_F(uct_rc_mt_reg, large_fresh_buffer_moves_data_end_to_end)
 {
-    uct_ib_md_attr_t attr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    uct_ib_md_attr_t attr = md_attr();
     ASSERT_EQ(1u << 20, attr.reg_mt_thresh);
     ASSERT_EQ(4u, attr.reg_mt_threads);
     const size_t len = 4u << 20;
@@ -462,4 +461,122 @@ TEST_F(uct_rc, completion_without_callback_is_polled)
     EXPECT_TRUE(check(dst.ptr, 4096, 12, &why)) << why;
     dereg(sm);
     dereg(dm);
+}
+
+/* Operations without a callback ask for a completion only every
+ * UCX_RC_TX_CQ_MODERATION: their credits come back with a later signaled
+ * one, and flush of an unsignaled tail posts its own signaled WR.  Sizes on
+ * both sides of the inline limit (128). */
+TEST_F(uct_rc, unsignaled_puts_return_credits_and_flush)
+{
+    const unsigned count = 3 * m_attr.tx_queue_len + 5;
+    for (size_t len : {(size_t)16, (size_t)128, (size_t)129, (size_t)1000}) {
+        mapping src(len * count), dst(len * count);
+        fill(src.ptr, src.len, 20);
+        memset(dst.ptr, 0, dst.len);
+        uct_ib_mem_t *sm = reg(src.ptr, src.len), *dm = reg(dst.ptr, dst.len);
+        uct_rkey_t rkey = rkey_of(dm);
+        for (unsigned i = 0; i < count; ++i) {
+            uct_iov_t iov   = {(uint8_t *)src.ptr + i * len, len, sm};
+            ucs_status_t st = post_retry([&]() {
+                return uct_rc_ep_put_zcopy(m_ep[0], &iov, 1,
+                                           (uintptr_t)dst.ptr + i * len, rkey,
+                                           nullptr);
+            });
+            ASSERT_EQ(UCS_INPROGRESS, st) << len << " #" << i;
+        }
+        ASSERT_EQ(UCS_OK, flush(m_ep[0])) << len;
+        std::string why;
+        EXPECT_TRUE(check(dst.ptr, dst.len, 20, &why)) << len << ": " << why;
+
+        /* one unsignaled put, then a flush without a completion: it must
+         * still finish (its zero-length WRITE reports the put) */
+        fill(src.ptr, len, 21);
+        uct_iov_t iov = {src.ptr, len, sm};
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_rc_ep_put_zcopy(m_ep[0], &iov, 1, (uintptr_t)dst.ptr,
+                                      rkey, nullptr));
+        ASSERT_EQ(UCS_INPROGRESS, uct_rc_ep_flush(m_ep[0], nullptr));
+        EXPECT_TRUE(wait([&]() {
+            return uct_rc_ep_flush(m_ep[0], nullptr) == UCS_OK;
+        })) << len;
+        EXPECT_TRUE(check(dst.ptr, len, 21, &why)) << len << ": " << why;
+        dereg(sm);
+        dereg(dm);
+    }
+}
+
+/* am_zcopy headers live in the descriptor's slot until the WR is known
+ * complete; with unsignaled sends a slot reused too early would change the
+ * header of a message still in the send queue.  (rxe gathers the data while
+ * ibv_post_send runs: there all headers shared one slot in a trial and this
+ * still passed; it catches early reuse only on a device that reads the WQE
+ * later, like hardware.) */
+TEST_F(uct_rc, unsignaled_am_zcopy_keeps_headers_until_complete)
+{
+    am_log log;
+    ASSERT_EQ(UCS_OK, uct_rc_iface_set_am_handler(m_iface, 6, am_cb, &log));
+    const unsigned count = 3 * m_attr.tx_queue_len;
+    const size_t len     = 3000; /* not inline */
+    mapping src(len);
+    fill(src.ptr, len, 30);
+    uct_ib_mem_t *sm = reg(src.ptr, len);
+    uct_iov_t iov    = {src.ptr, len, sm};
+    for (unsigned i = 0; i < count; ++i) {
+        uint8_t header[64];
+        fill(header, sizeof(header), 1000 + i);
+        ucs_status_t st = post_retry([&]() {
+            return uct_rc_ep_am_zcopy(m_ep[0], 6, header, sizeof(header), &iov,
+                                      1, nullptr);
+        });
+        ASSERT_EQ(UCS_INPROGRESS, st) << i;
+    }
+    ASSERT_EQ(UCS_OK, flush(m_ep[0]));
+    ASSERT_TRUE(wait([&]() { return log.msgs.size() == count; }))
+        << log.msgs.size() << " of " << count << " messages arrived";
+    for (unsigned i = 0; i < count; ++i) {
+        std::string why;
+        ASSERT_EQ(64 + len, log.msgs[i].size()) << i;
+        EXPECT_TRUE(check(log.msgs[i].data(), 64, 1000 + i, &why))
+            << "header of message " << i << ": " << why;
+        EXPECT_TRUE(check(log.msgs[i].data() + 64, len, 30, &why)) << why;
+    }
+    dereg(sm);
+}
+
+/* An unsignaled WR that fails still reports: the endpoint goes to error and
+ * flush returns the error instead of waiting forever. */
+TEST_F(uct_rc, unsignaled_put_with_bad_rkey_fails_flush)
+{
+    mapping src(64), dst(64);
+    uct_ib_mem_t *sm = reg(src.ptr, 64), *dm = reg(dst.ptr, 64);
+    uct_iov_t iov = {src.ptr, 64, sm};
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_rc_ep_put_zcopy(m_ep[0], &iov, 1, (uintptr_t)dst.ptr,
+                                      rkey_of(dm) ^ 0x5a5a00, nullptr));
+    }
+    ucs_status_t st = flush(m_ep[0]);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, st) << ucs_status_string(st);
+    EXPECT_EQ(st, uct_rc_ep_status(m_ep[0]));
+    EXPECT_EQ(st, uct_rc_ep_flush(m_ep[0], nullptr)) << "nothing left";
+    dereg(sm);
+    dereg(dm);
+}
+
+TEST_F(uct_rc, bad_moderation_and_inline_values_are_refused)
+{
+    uct_rc_iface_t *iface        = nullptr;
+    uct_rc_iface_params_t params = iface_params();
+    {
+        scoped_env m("UCX_RC_TX_CQ_MODERATION", "0");
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_rc_iface_open(m_md, &params, &iface));
+    }
+    {
+        scoped_env m("UCX_RC_TX_MAX_INLINE", "lots");
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_rc_iface_open(m_md, &params, &iface));
+    }
+    EXPECT_EQ(nullptr, iface);
 }

@@ -186,6 +186,13 @@ uct_ib_mem_t *md_test::reg(void *addr, size_t len, unsigned access)
     return memh;
 }
 
+uct_ib_md_attr_t md_test::md_attr()
+{
+    uct_ib_md_attr_t attr = {};
+    EXPECT_EQ(UCS_OK, uct_ib_md_query(m_md, &attr));
+    return attr;
+}
+
 void md_test::dereg(uct_ib_mem_t *memh)
 {
     if (memh != nullptr) {
@@ -281,48 +288,51 @@ ucs_status_t rc_test::post_retry(const std::function<ucs_status_t()> &op)
     return status;
 }
 
-ucs_status_t rc_test::put(uct_rc_ep_t *ep, void *src, size_t len,
-                          uct_ib_mem_t *src_memh, void *dst,
-                          uct_ib_mem_t *dst_memh)
+ucs_status_t
+rc_test::post_wait(const std::function<ucs_status_t(uct_completion_t *)> &op)
 {
-    uct_iov_t iov   = {src, len, src_memh};
-    uct_rkey_t rkey = rkey_of(dst_memh);
     test_comp comp;
-    ucs_status_t status = post_retry([&]() {
-        return uct_rc_ep_put_zcopy(ep, &iov, 1, (uintptr_t)dst, rkey,
-                                   &comp.super);
-    });
+    ucs_status_t status = post_retry([&]() { return op(&comp.super); });
     if (status != UCS_INPROGRESS) {
         return status;
     }
     return wait_comp(comp);
+}
+
+/* put_zcopy and get_zcopy take the same arguments */
+typedef ucs_status_t (*rma_func_t)(uct_rc_ep_t *, const uct_iov_t *, size_t,
+                                   uint64_t, uct_rkey_t, uct_completion_t *);
+
+ucs_status_t rc_test::rma(bool is_get, uct_rc_ep_t *ep, void *local, size_t len,
+                          uct_ib_mem_t *local_memh, void *remote,
+                          uct_ib_mem_t *remote_memh)
+{
+    rma_func_t func = is_get ? uct_rc_ep_get_zcopy : uct_rc_ep_put_zcopy;
+    uct_iov_t iov   = {local, len, local_memh};
+    uct_rkey_t rkey = rkey_of(remote_memh);
+    return post_wait([&](uct_completion_t *comp) {
+        return func(ep, &iov, 1, (uintptr_t)remote, rkey, comp);
+    });
+}
+
+ucs_status_t rc_test::put(uct_rc_ep_t *ep, void *src, size_t len,
+                          uct_ib_mem_t *src_memh, void *dst,
+                          uct_ib_mem_t *dst_memh)
+{
+    return rma(false, ep, src, len, src_memh, dst, dst_memh);
 }
 
 ucs_status_t rc_test::get(uct_rc_ep_t *ep, void *dst, size_t len,
                           uct_ib_mem_t *dst_memh, void *src,
                           uct_ib_mem_t *src_memh)
 {
-    uct_iov_t iov   = {dst, len, dst_memh};
-    uct_rkey_t rkey = rkey_of(src_memh);
-    test_comp comp;
-    ucs_status_t status = post_retry([&]() {
-        return uct_rc_ep_get_zcopy(ep, &iov, 1, (uintptr_t)src, rkey,
-                                   &comp.super);
-    });
-    if (status != UCS_INPROGRESS) {
-        return status;
-    }
-    return wait_comp(comp);
+    return rma(true, ep, dst, len, dst_memh, src, src_memh);
 }
 
 ucs_status_t rc_test::flush(uct_rc_ep_t *ep)
 {
-    test_comp comp;
-    ucs_status_t status = uct_rc_ep_flush(ep, &comp.super);
-    if (status != UCS_INPROGRESS) {
-        return status;
-    }
-    return wait_comp(comp);
+    return post_wait(
+        [&](uct_completion_t *comp) { return uct_rc_ep_flush(ep, comp); });
 }
 
 mapping::mapping(size_t l, int prot) : len(l)

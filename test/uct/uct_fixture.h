@@ -64,6 +64,8 @@ class md_test : public ::testing::Test
     uct_ib_mem_t *reg(void *addr, size_t len,
                       unsigned access = UCT_IB_MEM_ACCESS_ALL);
     void dereg(uct_ib_mem_t *memh);
+    /* uct_ib_md_query of m_md (zeroes, and a failure, if it fails) */
+    uct_ib_md_attr_t md_attr();
 };
 
 class rc_test : public md_test
@@ -85,12 +87,20 @@ class rc_test : public md_test
     ucs_status_t wait_comp(test_comp &comp);
     /* run op until it is not NO_RESOURCE (progressing meanwhile) */
     ucs_status_t post_retry(const std::function<ucs_status_t()> &op);
-    /* put/get and wait for completion, retrying on NO_RESOURCE */
+    /* op(a completion) retried while NO_RESOURCE, then waited for; the
+     * completion's status (or op's, if it did not return INPROGRESS) */
+    ucs_status_t
+    post_wait(const std::function<ucs_status_t(uct_completion_t *)> &op);
+    /* put/get/flush and wait for completion, retrying on NO_RESOURCE */
     ucs_status_t put(uct_rc_ep_t *ep, void *src, size_t len,
                      uct_ib_mem_t *src_memh, void *dst, uct_ib_mem_t *dst_memh);
     ucs_status_t get(uct_rc_ep_t *ep, void *dst, size_t len,
                      uct_ib_mem_t *dst_memh, void *src, uct_ib_mem_t *src_memh);
     uct_rkey_t rkey_of(uct_ib_mem_t *memh);
+    /* put (is_get false) or get of len bytes between local and remote */
+    ucs_status_t rma(bool is_get, uct_rc_ep_t *ep, void *local, size_t len,
+                     uct_ib_mem_t *local_memh, void *remote,
+                     uct_ib_mem_t *remote_memh);
     ucs_status_t flush(uct_rc_ep_t *ep);
 };
 

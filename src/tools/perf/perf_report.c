@@ -34,10 +34,13 @@ static uint64_t perf_clock_ns(void)
 }
 
 #if defined(__x86_64__)
-/* With an invariant TSC, time iterations with rdtsc (as perftest and UCX
- * do): clock_gettime may be a system call, e.g. on the HPET clocksource of
- * the emulated VM, which costs more than a soft-RoCE operation.  Calibrated
- * once against CLOCK_MONOTONIC over 50 ms. */
+/* Time iterations with rdtsc (as perftest's get_cycles and UCX do):
+ * clock_gettime may be a system call, e.g. on the HPET clocksource of the
+ * emulated VM, where it costs ~4 usec, a tenth of a soft-RoCE round trip.
+ * The TSC is used when the CPU says it is invariant, or when two
+ * calibrations against CLOCK_MONOTONIC agree within 1% (the VM's TCG TSC
+ * follows the host's but is not flagged invariant); otherwise
+ * clock_gettime. */
 static int perf_tsc_invariant(void)
 {
     char line[4096];
@@ -58,13 +61,32 @@ static int perf_tsc_invariant(void)
     return found;
 }
 
+/* Nanoseconds per TSC tick over a 25 ms sleep; 0 if the TSC went back. */
+static double perf_tsc_calibrate(uint64_t *tsc0_p, uint64_t *ns0_p)
+{
+    struct timespec pause = {0, 25000000};
+    uint64_t tsc0, ns0, tsc1, ns1;
+
+    ns0  = perf_clock_ns();
+    tsc0 = __builtin_ia32_rdtsc();
+    nanosleep(&pause, NULL);
+    ns1     = perf_clock_ns();
+    tsc1    = __builtin_ia32_rdtsc();
+    *tsc0_p = tsc0;
+    *ns0_p  = ns0;
+    if ((tsc1 <= tsc0) || (ns1 <= ns0)) {
+        return 0.0;
+    }
+    return (double)(ns1 - ns0) / (double)(tsc1 - tsc0);
+}
+
 uint64_t perf_now_ns(void)
 {
     static int mode; /* 0 unknown, 1 tsc, 2 clock_gettime */
     static uint64_t tsc0, ns0;
     static double ns_per_tick;
-    struct timespec pause = {0, 50000000};
-    uint64_t tsc1, ns1;
+    uint64_t tsc_a, ns_a;
+    double a, b;
 
     if (ucs_likely(mode == 1)) {
         return ns0 + (uint64_t)((double)(__builtin_ia32_rdtsc() - tsc0) *
@@ -73,16 +95,14 @@ uint64_t perf_now_ns(void)
         return perf_clock_ns();
     }
     mode = 2;
-    if (perf_tsc_invariant()) {
-        ns0  = perf_clock_ns();
-        tsc0 = __builtin_ia32_rdtsc();
-        nanosleep(&pause, NULL);
-        ns1  = perf_clock_ns();
-        tsc1 = __builtin_ia32_rdtsc();
-        if ((tsc1 > tsc0) && (ns1 > ns0)) {
-            ns_per_tick = (double)(ns1 - ns0) / (double)(tsc1 - tsc0);
-            mode        = 1;
-        }
+    a    = perf_tsc_calibrate(&tsc_a, &ns_a);
+    b    = perf_tsc_calibrate(&tsc0, &ns0);
+    if ((a > 0.0) && (b > 0.0) &&
+        (perf_tsc_invariant() || ((a / b > 0.99) && (a / b < 1.01)))) {
+        ns_per_tick = (a + b) / 2.0;
+        tsc0        = tsc_a;
+        ns0         = ns_a;
+        mode        = 1;
     }
     return perf_now_ns();
 }

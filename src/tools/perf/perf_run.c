@@ -52,6 +52,25 @@ static ucs_status_t perf_progress(perf_ctx_t *ctx, perf_wait_t *w)
     return UCS_OK;
 }
 
+/* Judge the status of a post: UCS_ERR_NO_RESOURCE -> one progress call and
+ * UCS_ERR_NO_RESOURCE again (post again) unless progress failed; an error ->
+ * one line naming op. */
+static ucs_status_t perf_posted(perf_ctx_t *ctx, perf_wait_t *w, const char *op,
+                                ucs_status_t status)
+{
+    ucs_status_t progress;
+
+    if (status == UCS_ERR_NO_RESOURCE) {
+        progress = perf_progress(ctx, w);
+        return (progress == UCS_OK) ? UCS_ERR_NO_RESOURCE : progress;
+    }
+    if (UCS_STATUS_IS_ERR(status)) {
+        fprintf(stderr, "uct_perftest: %s failed: %s\n", op,
+                ucs_status_string(status));
+    }
+    return status;
+}
+
 static void perf_slot_done(uct_completion_t *self)
 {
     perf_slot_t *slot = (perf_slot_t *)self; /* comp is the first member */
@@ -89,7 +108,9 @@ static ucs_status_t perf_flush(perf_ctx_t *ctx)
     ucs_status_t status;
     unsigned i;
 
-    status = uct_rc_ep_flush(ctx->ep, &comp);
+    do {
+        status = perf_posted(ctx, &w, "flush", uct_rc_ep_flush(ctx->ep, &comp));
+    } while (status == UCS_ERR_NO_RESOURCE);
     if (status == UCS_INPROGRESS) {
         while (comp.count > 0) {
             status = perf_progress(ctx, &w);
@@ -97,11 +118,9 @@ static ucs_status_t perf_flush(perf_ctx_t *ctx)
                 return status;
             }
         }
-        status = comp.status;
+        status = perf_posted(ctx, &w, "flush", comp.status);
     }
     if (status != UCS_OK) {
-        fprintf(stderr, "uct_perftest: flush failed: %s\n",
-                ucs_status_string(status));
         return status;
     }
     for (i = 0; i < ctx->window; ++i) {
@@ -111,6 +130,18 @@ static ucs_status_t perf_flush(perf_ctx_t *ctx)
         }
     }
     return UCS_OK;
+}
+
+/* The end of a test: flush, then (report) the final line. */
+static ucs_status_t perf_run_finish(perf_ctx_t *ctx, perf_report_t *rep,
+                                    int report)
+{
+    ucs_status_t status = perf_flush(ctx);
+
+    if ((status == UCS_OK) && report) {
+        perf_report_final(rep);
+    }
+    return status;
 }
 
 /* Pattern of the source buffer of put_bw iteration i: with -G new every
@@ -177,7 +208,7 @@ static ucs_status_t perf_post_rma(perf_ctx_t *ctx, const uct_iov_t *iov,
     ucs_status_t status;
     uint64_t raddr;
 
-    for (;;) {
+    do {
         if ((ctx->params->test == PERF_TEST_PUT_BW) ||
             (ctx->params->test == PERF_TEST_PUT_LAT)) {
             raddr  = ctx->peer_buf + ctx->half;
@@ -188,18 +219,9 @@ static ucs_status_t perf_post_rma(perf_ctx_t *ctx, const uct_iov_t *iov,
             status = uct_rc_ep_get_zcopy(ctx->ep, iov, iovcnt, raddr,
                                          ctx->peer_rkey, comp);
         }
-        if (status != UCS_ERR_NO_RESOURCE) {
-            break;
-        }
-        status = perf_progress(ctx, &w);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-    if (UCS_STATUS_IS_ERR(status)) {
-        fprintf(stderr, "uct_perftest: %s failed: %s\n",
-                perf_test_name(ctx->params->test), ucs_status_string(status));
-    }
+        status =
+            perf_posted(ctx, &w, perf_test_name(ctx->params->test), status);
+    } while (status == UCS_ERR_NO_RESOURCE);
     return status;
 }
 
@@ -257,11 +279,7 @@ static ucs_status_t perf_run_rma_client(perf_ctx_t *ctx, perf_report_t *rep,
             perf_report_record(rep);
         }
     }
-    status = perf_flush(ctx);
-    if (status == UCS_OK) {
-        perf_report_final(rep);
-    }
-    return status;
+    return perf_run_finish(ctx, rep, 1);
 }
 
 static inline uint8_t perf_lat_seq(uint64_t i)
@@ -291,54 +309,6 @@ static ucs_status_t perf_wait_byte(perf_ctx_t *ctx, volatile uint8_t *in,
     return UCS_OK;
 }
 
-/* put_lat, both sides: the client writes first; each side waits for the
- * peer's write of the same sequence number into its last byte. */
-static ucs_status_t perf_run_put_lat(perf_ctx_t *ctx, perf_report_t *rep)
-{
-    const perf_params_t *p = ctx->params;
-    uint64_t total         = p->warmup + p->iters;
-    volatile uint8_t *in   = ctx->buf + ctx->half + p->msg_size - 1;
-    uint8_t *out           = ctx->buf + p->msg_size - 1;
-    uct_iov_t iov[PERF_MAX_IOV];
-    ucs_status_t status;
-    size_t iovcnt;
-    uint64_t i;
-    uint8_t seq;
-
-    iovcnt = perf_ctx_iov(ctx, ctx->buf, ctx->memh, iov);
-    for (i = 0; i < total; ++i) {
-        if ((i == p->warmup) && !ctx->is_server) {
-            perf_report_start(rep);
-        }
-        seq = perf_lat_seq(i);
-        if (ctx->is_server) {
-            status = perf_wait_byte(ctx, in, seq);
-            if (status != UCS_OK) {
-                return status;
-            }
-        }
-        *out   = seq;
-        status = perf_post_rma(ctx, iov, iovcnt, NULL);
-        if (UCS_STATUS_IS_ERR(status)) {
-            return status;
-        }
-        if (!ctx->is_server) {
-            status = perf_wait_byte(ctx, in, seq);
-            if (status != UCS_OK) {
-                return status;
-            }
-            if (i >= p->warmup) {
-                perf_report_record(rep);
-            }
-        }
-    }
-    status = perf_flush(ctx);
-    if ((status == UCS_OK) && !ctx->is_server) {
-        perf_report_final(rep);
-    }
-    return status;
-}
-
 static size_t perf_am_iov(perf_ctx_t *ctx, uct_iov_t *iov)
 {
     size_t n    = perf_ctx_iov(ctx, ctx->buf, ctx->memh, iov);
@@ -365,21 +335,11 @@ static ucs_status_t perf_post_am(perf_ctx_t *ctx, uint64_t seq,
     perf_wait_t w = {0, 0};
     ucs_status_t status;
 
-    for (;;) {
+    do {
         status = uct_rc_ep_am_zcopy(ctx->ep, PERF_AM_ID_DATA, &seq, sizeof(seq),
                                     iov, iovcnt, NULL);
-        if (status != UCS_ERR_NO_RESOURCE) {
-            break;
-        }
-        status = perf_progress(ctx, &w);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-    if (UCS_STATUS_IS_ERR(status)) {
-        fprintf(stderr, "uct_perftest: am_zcopy failed: %s\n",
-                ucs_status_string(status));
-    }
+        status = perf_posted(ctx, &w, "am_zcopy", status);
+    } while (status == UCS_ERR_NO_RESOURCE);
     return status;
 }
 
@@ -397,33 +357,66 @@ static ucs_status_t perf_wait_am(perf_ctx_t *ctx, uint64_t count)
     return UCS_OK;
 }
 
-/* am_lat, both sides: ping-pong of active messages. */
-static ucs_status_t perf_run_am_lat(perf_ctx_t *ctx, perf_report_t *rep)
+/* put_lat and am_lat: a ping-pong, message i in each direction; the client
+ * sends first and times every round trip.  put: the peer's sequence number
+ * arrives in the last byte of the receive area; am: in the AM count. */
+typedef struct {
+    int am;
+    uct_iov_t iov[PERF_MAX_IOV];
+    size_t iovcnt;
+    volatile uint8_t *in; /* put: where the peer's write lands */
+    uint8_t *out;         /* put: the byte our write carries */
+} perf_pingpong_t;
+
+static inline ucs_status_t
+perf_pingpong_wait(perf_ctx_t *ctx, const perf_pingpong_t *pp, uint64_t i)
+{
+    return pp->am ? perf_wait_am(ctx, i + 1)
+                  : perf_wait_byte(ctx, pp->in, perf_lat_seq(i));
+}
+
+static inline ucs_status_t
+perf_pingpong_post(perf_ctx_t *ctx, const perf_pingpong_t *pp, uint64_t i)
+{
+    if (pp->am) {
+        return perf_post_am(ctx, i, pp->iov, pp->iovcnt);
+    }
+    *pp->out = perf_lat_seq(i);
+    return perf_post_rma(ctx, pp->iov, pp->iovcnt, NULL);
+}
+
+static ucs_status_t perf_run_pingpong(perf_ctx_t *ctx, perf_report_t *rep)
 {
     const perf_params_t *p = ctx->params;
     uint64_t total         = p->warmup + p->iters;
-    uct_iov_t iov[PERF_MAX_IOV];
+    perf_pingpong_t pp;
     ucs_status_t status;
-    size_t iovcnt;
     uint64_t i;
 
-    iovcnt = perf_am_iov(ctx, iov);
+    pp.am = (p->test == PERF_TEST_AM_LAT);
+    if (pp.am) {
+        pp.iovcnt = perf_am_iov(ctx, pp.iov);
+    } else {
+        pp.iovcnt = perf_ctx_iov(ctx, ctx->buf, ctx->memh, pp.iov);
+        pp.in     = ctx->buf + ctx->half + p->msg_size - 1;
+        pp.out    = ctx->buf + p->msg_size - 1;
+    }
     for (i = 0; i < total; ++i) {
         if ((i == p->warmup) && !ctx->is_server) {
             perf_report_start(rep);
         }
         if (ctx->is_server) {
-            status = perf_wait_am(ctx, i + 1);
+            status = perf_pingpong_wait(ctx, &pp, i);
             if (status != UCS_OK) {
                 return status;
             }
         }
-        status = perf_post_am(ctx, i, iov, iovcnt);
+        status = perf_pingpong_post(ctx, &pp, i);
         if (UCS_STATUS_IS_ERR(status)) {
             return status;
         }
         if (!ctx->is_server) {
-            status = perf_wait_am(ctx, i + 1);
+            status = perf_pingpong_wait(ctx, &pp, i);
             if (status != UCS_OK) {
                 return status;
             }
@@ -432,11 +425,7 @@ static ucs_status_t perf_run_am_lat(perf_ctx_t *ctx, perf_report_t *rep)
             }
         }
     }
-    status = perf_flush(ctx);
-    if ((status == UCS_OK) && !ctx->is_server) {
-        perf_report_final(rep);
-    }
-    return status;
+    return perf_run_finish(ctx, rep, !ctx->is_server);
 }
 
 /* am_bw: the client streams, holding at most -W messages the server has not
@@ -460,17 +449,12 @@ static ucs_status_t perf_run_am_bw(perf_ctx_t *ctx, perf_report_t *rep)
             }
             n = ctx->am_count - credited;
             w = (perf_wait_t){0, 0};
-            while ((status = uct_rc_ep_am_short(ctx->ep, PERF_AM_ID_CREDIT, n,
-                                                NULL, 0)) ==
-                   UCS_ERR_NO_RESOURCE) {
-                status = perf_progress(ctx, &w);
-                if (status != UCS_OK) {
-                    return status;
-                }
-            }
+            do {
+                status =
+                    uct_rc_ep_am_short(ctx->ep, PERF_AM_ID_CREDIT, n, NULL, 0);
+                status = perf_posted(ctx, &w, "am_short", status);
+            } while (status == UCS_ERR_NO_RESOURCE);
             if (status != UCS_OK) {
-                fprintf(stderr, "uct_perftest: am_short failed: %s\n",
-                        ucs_status_string(status));
                 return status;
             }
             credited += n;
@@ -500,11 +484,7 @@ static ucs_status_t perf_run_am_bw(perf_ctx_t *ctx, perf_report_t *rep)
             perf_report_record(rep);
         }
     }
-    status = perf_flush(ctx);
-    if (status == UCS_OK) {
-        perf_report_final(rep);
-    }
-    return status;
+    return perf_run_finish(ctx, rep, 1);
 }
 
 /* After the test: the side that received data checks it. */
@@ -595,10 +575,8 @@ ucs_status_t perf_run(perf_ctx_t *ctx)
         }
         break;
     case PERF_TEST_PUT_LAT:
-        status = perf_run_put_lat(ctx, &rep);
-        break;
     case PERF_TEST_AM_LAT:
-        status = perf_run_am_lat(ctx, &rep);
+        status = perf_run_pingpong(ctx, &rep);
         break;
     case PERF_TEST_AM_BW:
         status = perf_run_am_bw(ctx, &rep);

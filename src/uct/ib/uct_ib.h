@@ -263,7 +263,10 @@ ucs_status_t uct_rc_ep_am_short(uct_rc_ep_t *ep, uint8_t id, uint64_t header,
 /* UCS_OK if every operation posted so far on ep has completed; otherwise
  * UCS_INPROGRESS and comp (if not NULL) completes when they have (with the
  * endpoint's error status if it failed).  An endpoint in error with nothing
- * outstanding returns its error. */
+ * outstanding returns its error.  When the last operation asked for no
+ * completion (no callback, see UCX_RC_TX_CQ_MODERATION) flush posts a
+ * zero-length RDMA WRITE that does; UCS_ERR_NO_RESOURCE if the interface has
+ * no credit for it now (progress, then call again). */
 ucs_status_t uct_rc_ep_flush(uct_rc_ep_t *ep, uct_completion_t *comp);
 
 /* UCS_OK, or the error that put the endpoint in the error state. */

@@ -74,6 +74,14 @@ static const ucs_config_field_t uct_rc_config_table[] = {
     UCT_RC_FIELD("RC_RNR_RETRY_COUNT", "7",
                  "QP receiver-not-ready retries (0-7, 7: infinite)", rnr_retry,
                  UCS_CONFIG_TYPE_UINT),
+    UCT_RC_FIELD("RC_TX_MAX_INLINE", "128",
+                 "Puts and active messages up to this size are copied into "
+                 "the work request (IBV_SEND_INLINE; 0: never)",
+                 max_inline, UCS_CONFIG_TYPE_UINT),
+    UCT_RC_FIELD("RC_TX_CQ_MODERATION", "64",
+                 "Operations without a completion callback ask for a "
+                 "completion only every N (1: every one)",
+                 moderation, UCS_CONFIG_TYPE_UINT),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static void uct_ib_config_error(const char *var, const char *value,
@@ -208,6 +216,12 @@ ucs_status_t uct_rc_config_read(uct_rc_config_t *config)
         uct_ib_error("UCX_RC_TIMEOUT: invalid value '%u' (accepted: 1-31; "
                      ">= 14 on emulated devices)",
                      tmp.timeout);
+        ret = UCS_ERR_INVALID_PARAM;
+    }
+    if (tmp.moderation < 1) {
+        uct_ib_error("UCX_RC_TX_CQ_MODERATION: invalid value '%u' (accepted: "
+                     ">= 1)",
+                     tmp.moderation);
         ret = UCS_ERR_INVALID_PARAM;
     }
     if (tmp.retry_count > 7) {

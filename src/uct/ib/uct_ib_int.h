@@ -45,6 +45,8 @@ typedef struct uct_rc_config {
     unsigned timeout; /* IB exponent: 4.096 us * 2^timeout */
     unsigned retry_count;
     unsigned rnr_retry;
+    unsigned max_inline; /* bytes a WR may carry in its WQE (0: none) */
+    unsigned moderation; /* a WR without callback is signaled every N */
 } uct_rc_config_t;
 
 /* Read UCX_NET_DEVICES and UCX_IB_*; one error line per malformed value. */
@@ -114,11 +116,16 @@ ucs_status_t uct_ib_md_reg_diagnose(const uct_ib_md_t *md, void *address,
 #define UCT_RC_WR_ID_RX (1ull << 63)
 #define UCT_RC_DESC_ORPHAN ((uct_rc_ep_t *)(uintptr_t)1)
 
+/* One per posted WR, signaled or not (its index is the wr_id); held until
+ * the WR is known complete: by its own completion, or by the completion of
+ * a later signaled WR of the same QP (an RC send queue completes in order).
+ * So descriptors are also the CQ credits: a QP in error flushes every WR
+ * with a completion, unsignaled ones included. */
 typedef struct uct_rc_tx_desc {
-    uct_completion_t *comp;
-    uct_rc_ep_t *ep; /* NULL when free, ORPHAN after ep_destroy */
-    uint32_t next;   /* free list */
-    uint8_t opcode;  /* enum ibv_wr_opcode, for messages */
+    uct_completion_t *comp; /* NULL for an unsignaled WR */
+    uct_rc_ep_t *ep;        /* NULL when free, ORPHAN after ep_destroy */
+    uint32_t next;          /* free list, or the ep's list of WRs in flight */
+    uint8_t opcode;         /* enum ibv_wr_opcode, for messages */
 } uct_rc_tx_desc_t;
 
 typedef struct uct_rc_am_entry {
@@ -160,6 +167,10 @@ struct uct_rc_ep {
     int connected;
     ucs_status_t status;   /* UCS_OK or the error state */
     unsigned tx_avail;     /* send WRs left on the QP */
+    unsigned max_inline;   /* inline bytes the QP accepts */
+    uint64_t tx_sig_sn;    /* the last signaled operation */
+    uint32_t tx_head;      /* descriptors in flight, oldest first */
+    uint32_t tx_tail;      /* (UINT32_MAX: none) */
     uint64_t tx_posted_sn; /* operations posted */
     uint64_t tx_done_sn;   /* operations completed */
     ucs_list_link_t flush_reqs;
@@ -182,6 +193,8 @@ static inline void uct_invoke_completion(uct_completion_t *comp,
 
 /* Post every free receive buffer. */
 void uct_rc_iface_post_recvs(uct_rc_iface_t *iface);
+/* Post a signaled zero-length RDMA WRITE (flush of unsignaled WRs). */
+ucs_status_t uct_rc_ep_post_flush(uct_rc_ep_t *ep);
 /* Handle the completion of one send WR (from progress). */
 void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
                             const struct ibv_wc *wc);

@@ -61,14 +61,21 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
         return UCS_ERR_NO_MEMORY;
     }
     memset(&init, 0, sizeof(init));
-    init.send_cq          = iface->cq;
-    init.recv_cq          = iface->cq;
-    init.srq              = iface->srq;
-    init.qp_type          = IBV_QPT_RC;
-    init.cap.max_send_wr  = iface->config.tx_queue_len;
-    init.cap.max_send_sge = iface->max_iov;
-    init.sq_sig_all       = 1;
-    ep->qp                = ibv_create_qp(iface->md->pd, &init);
+    init.send_cq             = iface->cq;
+    init.recv_cq             = iface->cq;
+    init.srq                 = iface->srq;
+    init.qp_type             = IBV_QPT_RC;
+    init.cap.max_send_wr     = iface->config.tx_queue_len;
+    init.cap.max_send_sge    = iface->max_iov;
+    init.sq_sig_all          = 0;
+    init.cap.max_inline_data = iface->config.max_inline;
+    ep->qp                   = ibv_create_qp(iface->md->pd, &init);
+    if ((ep->qp == NULL) && (init.cap.max_inline_data != 0)) {
+        uct_ib_diag("%s: no RC QP with %u inline bytes (%s): trying none",
+                    iface->md->name, iface->config.max_inline, strerror(errno));
+        init.cap.max_inline_data = 0;
+        ep->qp                   = ibv_create_qp(iface->md->pd, &init);
+    }
     if (ep->qp == NULL) {
         uct_ib_error("%s: ibv_create_qp(RC, %u send WRs, %zu SGEs) failed: "
                      "%s",
@@ -94,9 +101,12 @@ ucs_status_t uct_rc_ep_create(uct_rc_iface_t *iface, uct_rc_ep_t **ep_p)
         free(ep);
         return UCS_ERR_IO_ERROR;
     }
-    ep->iface    = iface;
-    ep->status   = UCS_OK;
-    ep->tx_avail = iface->config.tx_queue_len;
+    ep->iface      = iface;
+    ep->status     = UCS_OK;
+    ep->tx_avail   = iface->config.tx_queue_len;
+    ep->tx_head    = UINT32_MAX;
+    ep->tx_tail    = UINT32_MAX;
+    ep->max_inline = init.cap.max_inline_data; /* what the QP granted */
     ucs_list_head_init(&ep->flush_reqs);
     ++iface->num_eps;
     *ep_p = ep;
@@ -246,6 +256,7 @@ void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
     ucs_list_link_t done;
     uct_rc_flush_req_t *req;
     ucs_status_t ep_status;
+    uint32_t index;
 
     if (status != UCS_OK) {
         if (ep->status == UCS_OK) {
@@ -259,9 +270,18 @@ void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
             status = ep->status; /* the cause, not "flushed" */
         }
     }
-    ++ep->tx_avail;
-    ++ep->tx_done_sn;
-    uct_rc_iface_desc_put(iface, wc->wr_id);
+    /* this WR and the unsignaled ones posted before it (oldest first; they
+     * have no callback) are done */
+    do {
+        index       = ep->tx_head;
+        ep->tx_head = iface->tx_descs[index].next;
+        uct_rc_iface_desc_put(iface, index);
+        ++ep->tx_avail;
+        ++ep->tx_done_sn;
+    } while ((index != wc->wr_id) && (ep->tx_head != UINT32_MAX));
+    if (ep->tx_head == UINT32_MAX) {
+        ep->tx_tail = UINT32_MAX;
+    }
 
     /* collect satisfied flushes before any callback may destroy ep */
     ucs_list_head_init(&done);
@@ -287,6 +307,7 @@ void uct_rc_ep_tx_completed(uct_rc_ep_t *ep, uct_rc_tx_desc_t *desc,
 ucs_status_t uct_rc_ep_flush(uct_rc_ep_t *ep, uct_completion_t *comp)
 {
     uct_rc_flush_req_t *req;
+    ucs_status_t status;
 
     if (ep == NULL) {
         uct_ib_error("uct_rc_ep_flush: NULL ep");
@@ -294,6 +315,13 @@ ucs_status_t uct_rc_ep_flush(uct_rc_ep_t *ep, uct_completion_t *comp)
     }
     if (ep->tx_done_sn == ep->tx_posted_sn) {
         return ep->status;
+    }
+    if ((ep->tx_sig_sn != ep->tx_posted_sn) && (ep->status == UCS_OK)) {
+        /* the last WR is unsignaled: nothing would report its completion */
+        status = uct_rc_ep_post_flush(ep);
+        if (status != UCS_INPROGRESS) {
+            return status;
+        }
     }
     if (comp == NULL) {
         return UCS_INPROGRESS;

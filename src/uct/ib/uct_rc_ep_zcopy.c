@@ -1,9 +1,11 @@
 /*
  * RC operations: put_zcopy (RDMA WRITE), get_zcopy (RDMA READ), am_zcopy
  * (SEND with immediate = AM id; the header is copied into a registered slot
- * and sent as the first SGE) and am_short (SEND of a copied slot).  Every WR
- * is signaled; credits: ep->tx_avail (QP send queue) and iface->tx_avail
- * (descriptors = CQ entries).
+ * and sent as the first SGE) and am_short (SEND of a copied slot).  Puts and
+ * sends of up to ep->max_inline bytes go inline (the data is copied into the
+ * WQE at post time).  WRs without a completion callback are signaled only
+ * every UCX_RC_TX_CQ_MODERATION (see uct_rc_ep_post); credits: ep->tx_avail
+ * (QP send queue) and iface->tx_avail (descriptors = CQ entries).
  */
 #include "uct_ib_int.h"
 
@@ -86,20 +88,37 @@ static ucs_status_t uct_rc_iov_to_sge(uct_rc_ep_t *ep, const char *op,
     return UCS_OK;
 }
 
+/* IBV_SEND_INLINE if the data fits the QP's inline size. */
+static inline unsigned uct_rc_ep_inline(const uct_rc_ep_t *ep, size_t length)
+{
+    return (length <= ep->max_inline) ? IBV_SEND_INLINE : 0;
+}
+
+/* Post wr with descriptor index and send_flags (IBV_SEND_INLINE or 0, or
+ * IBV_SEND_SIGNALED to force a completion).  The WR also asks for a
+ * completion when it has a callback, every moderation-th time, and when it
+ * takes the last credit of the QP or of the interface (so a completion is
+ * always on its way when credits run out). */
 static ucs_status_t uct_rc_ep_post(uct_rc_ep_t *ep, struct ibv_send_wr *wr,
-                                   uint32_t index, uct_completion_t *comp)
+                                   uint32_t index, uct_completion_t *comp,
+                                   unsigned send_flags)
 {
     uct_rc_iface_t *iface  = ep->iface;
     uct_rc_tx_desc_t *desc = &iface->tx_descs[index];
+    uint64_t sn            = ep->tx_posted_sn + 1;
     struct ibv_send_wr *bad;
-    int ret;
+    int signal, ret;
 
+    signal = (send_flags & IBV_SEND_SIGNALED) || (comp != NULL) ||
+             (sn - ep->tx_sig_sn >= iface->config.moderation) ||
+             (ep->tx_avail == 1) || (iface->tx_avail == 0);
     desc->ep       = ep;
     desc->comp     = comp;
     desc->opcode   = wr->opcode;
+    desc->next     = UINT32_MAX;
     wr->wr_id      = index;
     wr->next       = NULL;
-    wr->send_flags = IBV_SEND_SIGNALED;
+    wr->send_flags = send_flags | (signal ? IBV_SEND_SIGNALED : 0);
     ret            = ibv_post_send(ep->qp, wr, &bad);
     if (ucs_unlikely(ret != 0)) {
         uct_rc_iface_desc_put(iface, index);
@@ -107,9 +126,34 @@ static ucs_status_t uct_rc_ep_post(uct_rc_ep_t *ep, struct ibv_send_wr *wr,
                      iface->md->name, ep->qp->qp_num, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
+    if (ep->tx_tail == UINT32_MAX) {
+        ep->tx_head = index;
+    } else {
+        iface->tx_descs[ep->tx_tail].next = index;
+    }
+    ep->tx_tail = index;
+    if (signal) {
+        ep->tx_sig_sn = sn;
+    }
     --ep->tx_avail;
-    ++ep->tx_posted_sn;
+    ep->tx_posted_sn = sn;
     return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_rc_ep_post_flush(uct_rc_ep_t *ep)
+{
+    struct ibv_send_wr wr;
+    ucs_status_t status;
+
+    status = uct_rc_ep_check(ep, "flush");
+    if (status != UCS_OK) {
+        return status;
+    }
+    /* a zero-length RDMA WRITE needs no address or key (IB spec C9-88) */
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    return uct_rc_ep_post(ep, &wr, uct_rc_iface_desc_get(ep->iface), NULL,
+                          IBV_SEND_SIGNALED);
 }
 
 static ucs_status_t uct_rc_ep_rdma(uct_rc_ep_t *ep, const char *op,
@@ -139,7 +183,9 @@ static ucs_status_t uct_rc_ep_rdma(uct_rc_ep_t *ep, const char *op,
     wr.num_sge             = num;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = (uint32_t)rkey;
-    return uct_rc_ep_post(ep, &wr, uct_rc_iface_desc_get(ep->iface), comp);
+    return uct_rc_ep_post(
+        ep, &wr, uct_rc_iface_desc_get(ep->iface), comp,
+        (opcode == IBV_WR_RDMA_WRITE) ? uct_rc_ep_inline(ep, total) : 0);
 }
 
 ucs_status_t uct_rc_ep_put_zcopy(uct_rc_ep_t *ep, const uct_iov_t *iov,
@@ -210,7 +256,8 @@ ucs_status_t uct_rc_ep_am_zcopy(uct_rc_ep_t *ep, uint8_t id, const void *header,
     }
     wr.opcode   = IBV_WR_SEND_WITH_IMM;
     wr.imm_data = htonl(id);
-    return uct_rc_ep_post(ep, &wr, index, comp);
+    return uct_rc_ep_post(ep, &wr, index, comp,
+                          uct_rc_ep_inline(ep, total + header_length));
 }
 
 ucs_status_t uct_rc_ep_am_short(uct_rc_ep_t *ep, uint8_t id, uint64_t header,
@@ -249,6 +296,7 @@ ucs_status_t uct_rc_ep_am_short(uct_rc_ep_t *ep, uint8_t id, uint64_t header,
     wr.imm_data = htonl(id);
     wr.sg_list  = &sge;
     wr.num_sge  = 1;
-    status      = uct_rc_ep_post(ep, &wr, index, NULL);
+    status =
+        uct_rc_ep_post(ep, &wr, index, NULL, uct_rc_ep_inline(ep, sge.length));
     return (status == UCS_INPROGRESS) ? UCS_OK : status;
 }

@@ -386,7 +386,11 @@ unsigned uct_rc_iface_progress(uct_rc_iface_t *iface)
             uct_rc_ep_tx_completed(desc->ep, desc, &wc[i]);
         }
     }
-    if (rx) {
+    /* repost in batches: one ibv_post_srq_recv per message is a lock and a
+     * WQE write on the latency path; a quarter of the queue (at most 16)
+     * may wait */
+    if (rx && (iface->rx_nfree >=
+               ucs_max(1u, ucs_min(16u, iface->config.rx_queue_len / 4)))) {
         uct_rc_iface_post_recvs(iface);
     }
     return n;
