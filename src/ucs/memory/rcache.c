@@ -9,20 +9,30 @@
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
 
 static unsigned ucs_rcache_shard_next;
-static __thread unsigned ucs_rcache_shard_id
-    __attribute__((tls_model("initial-exec"))) = ~0u;
+
+/* Per thread: its stats shard and the region of its last hit, with the
+ * identity of that region's cache (ids are never reused, so an entry left
+ * by a destroyed cache never matches). */
+typedef struct {
+    unsigned long       rcache_id;
+    ucs_rcache_region_t *region;
+    unsigned            shard;
+} ucs_rcache_thread_t;
+
+static __thread ucs_rcache_thread_t ucs_rcache_thread
+    __attribute__((tls_model("initial-exec"))) = {0, NULL, ~0u};
 
 static UCS_F_NOINLINE unsigned ucs_rcache_shard_assign(void)
 {
-    ucs_rcache_shard_id = __atomic_fetch_add(&ucs_rcache_shard_next, 1,
-                                             __ATOMIC_RELAXED) %
-                          UCS_RCACHE_STAT_SHARDS;
-    return ucs_rcache_shard_id;
+    ucs_rcache_thread.shard = __atomic_fetch_add(&ucs_rcache_shard_next, 1,
+                                                 __ATOMIC_RELAXED) %
+                              UCS_RCACHE_STAT_SHARDS;
+    return ucs_rcache_thread.shard;
 }
 
 static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
 {
-    unsigned id = ucs_rcache_shard_id;
+    unsigned id = ucs_rcache_thread.shard;
     ucs_rcache_stat_shard_t *shard;
 
     if (ucs_unlikely(id >= UCS_RCACHE_STAT_SHARDS)) {
@@ -34,12 +44,22 @@ static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
                      __ATOMIC_RELAXED);
 }
 
-/* Lock-free hit: see the locking notes in rcache_int.h. */
+static inline int ucs_rcache_region_covers(const ucs_rcache_region_t *region,
+                                           ucs_pgt_addr_t start,
+                                           ucs_pgt_addr_t end, int prot)
+{
+    return (start >= region->super.start) && (end <= region->super.end) &&
+           !(prot & ~region->prot);
+}
+
+/* Lock-free hit: see the locking notes in rcache_int.h.  The candidate is
+ * the thread's last hit if it covers the request, else the index's; both
+ * are only candidates until validated under a reference. */
 static inline ucs_rcache_region_t *
 ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                        ucs_pgt_addr_t end, int prot)
 {
-    ucs_rcache_region_t *region;
+    ucs_rcache_region_t *region = ucs_rcache_thread.region;
     uint32_t refcount;
     uint8_t flags;
 
@@ -47,11 +67,16 @@ ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                      __ATOMIC_RELAXED) != 0)) {
         return NULL; /* unmaps not applied yet: the locked path applies them */
     }
-    region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
-                                                             start);
-    if ((region == NULL) || (start < region->super.start) ||
-        (end > region->super.end) || (prot & ~region->prot)) {
-        return NULL;
+    if ((ucs_rcache_thread.rcache_id != rcache->hot.id) ||
+        !ucs_rcache_region_covers(region, start, end, prot)) {
+        region = (ucs_rcache_region_t*)ucs_range_index_find_racy(
+                &rcache->index, start);
+        if ((region == NULL) ||
+            !ucs_rcache_region_covers(region, start, end, prot)) {
+            return NULL;
+        }
+        ucs_rcache_thread.rcache_id = rcache->hot.id;
+        ucs_rcache_thread.region    = region;
     }
     refcount = __atomic_load_n(&region->refcount, __ATOMIC_RELAXED);
     do {
@@ -66,8 +91,7 @@ ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     if (ucs_unlikely(((flags & (UCS_RCACHE_REGION_FLAG_PGTABLE |
                                 UCS_RCACHE_REGION_FLAG_INVALID)) !=
                       UCS_RCACHE_REGION_FLAG_PGTABLE) ||
-                     (start < region->super.start) ||
-                     (end > region->super.end) || (prot & ~region->prot))) {
+                     !ucs_rcache_region_covers(region, start, end, prot))) {
         ucs_rcache_region_put(rcache, region);
         return NULL;
     }
@@ -117,7 +141,7 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     if (status != UCS_OK) {
         return status;
     }
-    if (ucs_unlikely(rcache->check_pfn)) {
+    if (ucs_unlikely(rcache->hot.check_pfn)) {
         ucs_rcache_pfn_verify(rcache, region);
     }
     *region_p = region;
@@ -139,7 +163,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         return ucs_rcache_get_check(rcache, address, length, prot, region_p);
     }
 
-    align_mask = rcache->params.alignment - 1;
+    align_mask = rcache->hot.align_mask;
     start      = (uintptr_t)address & ~align_mask;
     end        = ((uintptr_t)address + length + align_mask) & ~align_mask;
     if (ucs_unlikely(end < start)) {
@@ -149,7 +173,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     region = ucs_rcache_lookup_fast(rcache, start, end, prot);
     if (ucs_likely(region != NULL)) {
         ucs_rcache_count_hit(rcache);
-        if (ucs_unlikely(rcache->check_pfn)) {
+        if (ucs_unlikely(rcache->hot.check_pfn)) {
             ucs_rcache_pfn_verify(rcache, region);
         }
         *region_p = region;

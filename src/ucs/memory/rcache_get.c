@@ -344,7 +344,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_region_release(rcache, region);
             return status;
         }
-        if (rcache->check_pfn) {
+        if (rcache->hot.check_pfn) {
             ucs_rcache_pfn_record(rcache, region);
         }
 

@@ -83,7 +83,14 @@ typedef struct ucs_rcache_config {
 } ucs_rcache_config_t;
 
 struct ucs_rcache {
-    uintptr_t           lock;        /* owner (ucs_rcache_self()), 0: free */
+    /* read by every hit, written only at create: a cache line of its own */
+    struct {
+        unsigned long   id;          /* unique in the process, never 0 */
+        size_t          align_mask;  /* params.alignment - 1 */
+        unsigned        check_pfn;   /* pages to check on hits, 0: off */
+    } __attribute__((aligned(64))) hot;
+    uintptr_t           lock __attribute__((aligned(64))); /* owner
+                                        (ucs_rcache_self()), 0: free */
     struct {
         unsigned        count;       /* atomic; > UCS_RCACHE_DEFERRED: all */
         struct {
@@ -126,7 +133,6 @@ struct ucs_rcache {
     unsigned long       max_regions; /* effective limits */
     size_t              max_size;
     size_t              max_unreleased;
-    unsigned            check_pfn;
     int                 purge_on_fork;
     int                 dontfork;    /* mark registered pages MADV_DONTFORK */
     int                 events;      /* registered ucm events */
@@ -165,7 +171,7 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
  * UCS_ERR_IO_ERROR if /proc/self/pagemap cannot be read. */
 ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
                                  unsigned long *pfns);
-/* Record / verify region's frames (rcache->check_pfn pages); no lock held. */
+/* Record / verify region's frames (rcache->hot.check_pfn pages); no lock held. */
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 void ucs_rcache_pfn_release(ucs_rcache_region_t *region);

@@ -45,7 +45,7 @@ static unsigned ucs_rcache_pfn_count(ucs_rcache_t *rcache,
     ucs_pgt_addr_t first = region->super.start / UCS_RCACHE_PAGE_SIZE;
     ucs_pgt_addr_t last  = (region->super.end - 1) / UCS_RCACHE_PAGE_SIZE;
 
-    return ucs_min(rcache->check_pfn, last - first + 1);
+    return ucs_min(rcache->hot.check_pfn, last - first + 1);
 }
 
 static unsigned long *ucs_rcache_pfn_array(ucs_rcache_region_t *region)
