@@ -215,7 +215,9 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     pthread_mutex_unlock(&rcache->reg_lock);
     ucs_rcache_regions_release(rcache, &dead);
 
-    held = ucs_rcache_atomic_load(&rcache->live_regions);
+    ucs_rcache_lock(rcache);
+    held = rcache->live_regions;
+    ucs_rcache_unlock(rcache);
     if (held != 0) {
         ucs_rcache_error("%s: destroyed with %lu region(s) still held; "
                          "leaking them and the cache", rcache->name, held);

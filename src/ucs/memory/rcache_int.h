@@ -114,7 +114,7 @@ struct ucs_rcache {
     } cleanup;                       /* rcache_cleanup.c */
     unsigned long       num_regions; /* valid regions in the index */
     size_t              total_size;  /* their bytes */
-    unsigned long       live_regions; /* allocated, not yet freed (atomic) */
+    unsigned long       live_regions; /* allocated, not yet freed (lock) */
     struct {
         ucs_pgt_addr_t  start, end;
         int             active;
