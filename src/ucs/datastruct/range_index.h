@@ -133,10 +133,14 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
         if (node == NULL) {
             return NULL;
         }
-        /* all key lines at once: a node out of the caches costs one miss */
+        /* all lines at once: a node out of the caches costs one miss */
         __builtin_prefetch(&node->keys[8]);
         __builtin_prefetch(&node->keys[16]);
         __builtin_prefetch(&node->keys[24]);
+        __builtin_prefetch(&node->vals[0]);
+        __builtin_prefetch(&node->vals[8]);
+        __builtin_prefetch(&node->vals[16]);
+        __builtin_prefetch(&node->vals[24]);
         slot = ucs_range_index_node_upper(node, addr);
         /* no key above addr: past the node's last entry (an unused key) */
         if ((slot >= UCS_RANGE_INDEX_FANOUT) ||

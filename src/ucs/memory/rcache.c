@@ -39,7 +39,6 @@ static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
         id = ucs_rcache_shard_assign();
     }
     shard = &rcache->shards[id];
-    __atomic_store_n(&shard->gets, shard->gets + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&shard->hits_fast, shard->hits_fast + 1,
                      __ATOMIC_RELAXED);
 }
@@ -52,32 +51,16 @@ static inline int ucs_rcache_region_covers(const ucs_rcache_region_t *region,
            !(prot & ~region->prot);
 }
 
-/* Lock-free hit: see the locking notes in rcache_int.h.  The candidate is
- * the thread's last hit if it covers the request, else the index's; both
- * are only candidates until validated under a reference. */
+/* Lock-free hit on a candidate (the thread's last hit or the index's
+ * answer, see the locking notes in rcache_int.h): a reference taken only
+ * from a non-zero count, then the region validated under it. */
 static inline ucs_rcache_region_t *
-ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                       ucs_pgt_addr_t end, int prot)
+ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
 {
-    ucs_rcache_region_t *region = ucs_rcache_thread.region;
     uint32_t refcount;
     uint8_t flags;
 
-    if (ucs_unlikely(__atomic_load_n(&rcache->deferred.count,
-                                     __ATOMIC_RELAXED) != 0)) {
-        return NULL; /* unmaps not applied yet: the locked path applies them */
-    }
-    if ((ucs_rcache_thread.rcache_id != rcache->hot.id) ||
-        !ucs_rcache_region_covers(region, start, end, prot)) {
-        region = (ucs_rcache_region_t*)ucs_range_index_find_racy(
-                &rcache->index, start);
-        if ((region == NULL) ||
-            !ucs_rcache_region_covers(region, start, end, prot)) {
-            return NULL;
-        }
-        ucs_rcache_thread.rcache_id = rcache->hot.id;
-        ucs_rcache_thread.region    = region;
-    }
     refcount = __atomic_load_n(&region->refcount, __ATOMIC_RELAXED);
     do {
         if (refcount == 0) {
@@ -99,6 +82,24 @@ ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         ucs_rcache_region_hdr(region)->referenced = 1;
     }
     return region;
+}
+
+/* Unmaps seen by the lock owner's signal handlers and not applied yet: the
+ * locked path applies them, hits must wait for it. */
+static inline int ucs_rcache_deferred_unmaps(ucs_rcache_t *rcache)
+{
+    return __atomic_load_n(&rcache->deferred.count, __ATOMIC_RELAXED) != 0;
+}
+
+static inline void ucs_rcache_hit_done(ucs_rcache_t *rcache,
+                                       ucs_rcache_region_t *region,
+                                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_count_hit(rcache);
+    if (ucs_unlikely(rcache->hot.check_pfn)) {
+        ucs_rcache_pfn_verify(rcache, region);
+    }
+    *region_p = region;
 }
 
 static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
@@ -148,12 +149,36 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     return UCS_OK;
 }
 
+/* Not the thread's last hit: search the index (lock-free), else miss. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                       ucs_pgt_addr_t end, int prot, void *arg,
+                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+
+    if (ucs_likely(!ucs_rcache_deferred_unmaps(rcache))) {
+        region = (ucs_rcache_region_t*)ucs_range_index_find_racy(
+                &rcache->index, start);
+        if ((region != NULL) &&
+            ucs_rcache_region_covers(region, start, end, prot) &&
+            ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
+                                                  prot)) != NULL)) {
+            ucs_rcache_thread.rcache_id = rcache->hot.id;
+            ucs_rcache_thread.region    = region;
+            ucs_rcache_hit_done(rcache, region, region_p);
+            return UCS_OK;
+        }
+    }
+    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+}
+
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, int prot, void *arg,
                                       ucs_rcache_region_t **region_p)
 {
-    ucs_pgt_addr_t start, end;
     ucs_rcache_region_t *region;
+    ucs_pgt_addr_t start, end;
     size_t align_mask;
 
     if (ucs_unlikely((rcache == NULL) || (address == NULL) || (length == 0) ||
@@ -170,17 +195,18 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         end = ~align_mask; /* the last aligned block of the address space */
     }
 
-    region = ucs_rcache_lookup_fast(rcache, start, end, prot);
-    if (ucs_likely(region != NULL)) {
-        ucs_rcache_count_hit(rcache);
-        if (ucs_unlikely(rcache->hot.check_pfn)) {
-            ucs_rcache_pfn_verify(rcache, region);
-        }
-        *region_p = region;
+    /* the thread's last hit; ids are never reused, so a match means its
+     * region's memory belongs to this live cache */
+    region = ucs_rcache_thread.region;
+    if (ucs_likely((ucs_rcache_thread.rcache_id == rcache->hot.id) &&
+                   ucs_rcache_region_covers(region, start, end, prot) &&
+                   !ucs_rcache_deferred_unmaps(rcache)) &&
+        ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
+                                              prot)) != NULL)) {
+        ucs_rcache_hit_done(rcache, region, region_p);
         return UCS_OK;
     }
-
-    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+    return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)

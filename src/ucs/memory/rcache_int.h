@@ -54,11 +54,11 @@ typedef struct ucs_rcache_region_hdr {
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
 } __attribute__((aligned(16))) ucs_rcache_region_hdr_t;
 
-/* Hit counters, one cache line per thread slot (plain increments: counts
- * may be lost only when more threads than slots share one). */
+/* Lock-free hit counters, one cache line per thread slot (plain
+ * increments: counts may be lost only when more threads than slots share
+ * one).  Every fast hit is also a get. */
 #define UCS_RCACHE_STAT_SHARDS 16
 typedef struct ucs_rcache_stat_shard {
-    uint64_t gets;
     uint64_t hits_fast;
 } __attribute__((aligned(64))) ucs_rcache_stat_shard_t;
 
