@@ -39,7 +39,7 @@
 #define UCS_BENCH_DEREG_NS    100
 #define UCS_BENCH_PAGE        4096ul
 #define UCS_BENCH_VM_UNMAPPED (1 << 17)
-#define UCS_BENCH_ROUNDS      3
+#define UCS_BENCH_ROUNDS      9
 #define UCS_BENCH_MAX_RESULTS 64
 
 typedef struct {
@@ -196,7 +196,7 @@ static long bench_rss_kb(void)
 /* random get+put over n regions at every other page */
 static void bench_random_hits(unsigned long n, const char *name)
 {
-    unsigned long iters = bench_quick ? 200000 : 2000000;
+    unsigned long iters = bench_quick ? 70000 : 700000;
     char *area          = bench_map(2 * n);
     ucs_rcache_t *rcache;
     uint64_t x = 88172645463325252ull;
@@ -221,7 +221,10 @@ static void bench_random_hits(unsigned long n, const char *name)
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            bench_get_put(rcache, area + 2 * (x % n) * UCS_BENCH_PAGE + 8,
+            /* uniform in [0, n) without a division */
+            bench_get_put(rcache,
+                          area + 2 * (((x >> 32) * n) >> 32) * UCS_BENCH_PAGE +
+                                  8,
                           64);
         }
         t = (bench_now_ns() - t) / iters;
@@ -253,7 +256,7 @@ static void *bench_thread(void *p)
 static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
                             int shared)
 {
-    unsigned long iters = bench_quick ? 300000 : 3000000;
+    unsigned long iters = bench_quick ? 100000 : 1000000;
     bench_thread_arg_t args[2];
     pthread_t threads[2];
     double best = 0, t, rate;
@@ -300,7 +303,7 @@ static void bench_scaling(void)
 /* every get misses and evicts the least recently used region */
 static void bench_miss_evict(void)
 {
-    unsigned long n = 4096, iters = bench_quick ? 20000 : 200000;
+    unsigned long n = 4096, iters = bench_quick ? 7000 : 70000;
     char *area      = bench_map(2 * n);
     ucs_rcache_t *rcache = bench_create(1000);
     double best = 1e30, t;
@@ -360,7 +363,7 @@ static void bench_worker(const char *lib)
     char *area;
     ucs_rcache_t *rcache;
     double best = 1e30, t;
-    unsigned long i, r, iters = bench_quick ? 1000000 : 10000000;
+    unsigned long i, r, iters = bench_quick ? 300000 : 3000000;
 
     if (bench_impl == 2) {
         bench_api.create  = bench_none_create;
