@@ -43,11 +43,17 @@ static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
                      __ATOMIC_RELAXED);
 }
 
-static inline int ucs_rcache_region_covers(const ucs_rcache_region_t *region,
+/* From the header's copy of the range: the same cache line as refcount,
+ * prot and flags (see ucs_rcache_region_hdr_t). */
+static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
+                                           const ucs_rcache_region_t *region,
                                            ucs_pgt_addr_t start,
                                            ucs_pgt_addr_t end, int prot)
 {
-    return (start >= region->super.start) && (end <= region->super.end) &&
+    const ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache,
+                                                               region);
+
+    return (start >= hdr->start) && (end <= hdr->end) &&
            !(prot & ~region->prot);
 }
 
@@ -74,12 +80,13 @@ ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     if (ucs_unlikely(((flags & (UCS_RCACHE_REGION_FLAG_PGTABLE |
                                 UCS_RCACHE_REGION_FLAG_INVALID)) !=
                       UCS_RCACHE_REGION_FLAG_PGTABLE) ||
-                     !ucs_rcache_region_covers(region, start, end, prot))) {
+                     !ucs_rcache_region_covers(rcache, region, start, end,
+                                               prot))) {
         ucs_rcache_region_put(rcache, region);
         return NULL;
     }
-    if (!ucs_rcache_region_hdr(region)->referenced) {
-        ucs_rcache_region_hdr(region)->referenced = 1;
+    if (!ucs_rcache_region_hdr(rcache, region)->referenced) {
+        ucs_rcache_region_hdr(rcache, region)->referenced = 1;
     }
     return region;
 }
@@ -161,7 +168,7 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         region = (ucs_rcache_region_t*)ucs_range_index_find_racy(
                 &rcache->index, start);
         if ((region != NULL) &&
-            ucs_rcache_region_covers(region, start, end, prot) &&
+            ucs_rcache_region_covers(rcache, region, start, end, prot) &&
             ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
                                                   prot)) != NULL)) {
             ucs_rcache_thread.rcache_id = rcache->hot.id;
@@ -199,7 +206,8 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
      * region's memory belongs to this live cache */
     region = ucs_rcache_thread.region;
     if (ucs_likely((ucs_rcache_thread.rcache_id == rcache->hot.id) &&
-                   ucs_rcache_region_covers(region, start, end, prot) &&
+                   ucs_rcache_region_covers(rcache, region, start, end,
+                                            prot) &&
                    !ucs_rcache_deferred_unmaps(rcache)) &&
         ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
                                               prot)) != NULL)) {
@@ -251,7 +259,8 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
 
     ucs_rcache_lock(rcache);
     if (comp != NULL) {
-        ucs_list_add_tail(&ucs_rcache_region_hdr(region)->comps, &comp->link);
+        ucs_list_add_tail(&ucs_rcache_region_hdr(rcache, region)->comps,
+                          &comp->link);
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);

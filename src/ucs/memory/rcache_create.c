@@ -129,6 +129,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     rcache->hot.id         = __atomic_add_fetch(&ucs_rcache_next_id, 1,
                                                 __ATOMIC_RELAXED);
     rcache->hot.align_mask = params->alignment - 1;
+    rcache->hot.hdr_offset = (params->region_struct_size + 7) & ~(size_t)7;
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);

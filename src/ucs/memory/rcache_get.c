@@ -107,22 +107,20 @@ static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
     return region;
 }
 
-/* Bytes of one region with its header, a whole number of cache lines: a
- * hit reads the header's last bytes, the range, the reference count and
- * the flags, two lines. */
+/* Bytes of one region with its header, a whole number of cache lines
+ * (regions start on a line, see ucs_rcache_region_hdr_t). */
 static size_t ucs_rcache_region_stride(ucs_rcache_t *rcache)
 {
-    return (sizeof(ucs_rcache_region_hdr_t) +
-            rcache->params.region_struct_size + 63) & ~(size_t)63;
+    return (rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t) + 63) &
+           ~(size_t)63;
 }
 
 /* A new block of regions: the first is returned, the others go to the
  * pool.  Blocks stay until destroy (lock-free lookups may read any region
  * at any time).  Registration path (reg_lock held, not the spinlock). */
-static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
+static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
 {
     size_t stride = ucs_rcache_region_stride(rcache);
-    ucs_rcache_region_hdr_t *hdr;
     ucs_rcache_region_t *region;
     char *slab;
     unsigned i;
@@ -135,14 +133,15 @@ static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
     *(void**)slab = rcache->slabs;
     rcache->slabs = slab;
     for (i = 1; i < UCS_RCACHE_SLAB_REGIONS; ++i) {
-        hdr    = (ucs_rcache_region_hdr_t*)(slab + 64 + i * stride);
-        region = (ucs_rcache_region_t*)(hdr + 1);
-        memset(region, 0, sizeof(*region)); /* refcount 0: never taken */
+        region = (ucs_rcache_region_t*)(slab + 64 + i * stride);
+        /* refcount 0: never taken; an empty range: never covers */
+        memset(region, 0,
+               rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t));
         ucs_list_add_tail(&rcache->pool, &region->tmp_list);
     }
     ++rcache->live_regions; /* the one returned */
     ucs_rcache_unlock(rcache);
-    return (ucs_rcache_region_hdr_t*)(slab + 64);
+    return (ucs_rcache_region_t*)(slab + 64);
 }
 
 /* Free every block (destroy, no region in use). */
@@ -162,22 +161,20 @@ void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
 static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
                                                     ucs_rcache_region_t *recycled)
 {
-    ucs_rcache_region_hdr_t *hdr = NULL;
-    ucs_rcache_region_t *region;
+    ucs_rcache_region_t *region = recycled;
+    ucs_rcache_region_hdr_t *hdr;
 
-    if (recycled != NULL) {
-        hdr = ucs_rcache_region_hdr(recycled);
-    } else {
-        hdr = ucs_rcache_slab_alloc(rcache);
-        if (hdr == NULL) {
+    if (region == NULL) {
+        region = ucs_rcache_slab_alloc(rcache);
+        if (region == NULL) {
             return NULL;
         }
     }
     /* refcount is 0 and stays 0: racing lookups cannot take it */
-    memset(hdr, 0, sizeof(*hdr) + rcache->params.region_struct_size);
+    hdr = ucs_rcache_region_hdr(rcache, region);
+    memset(region, 0, rcache->hot.hdr_offset + sizeof(*hdr));
     ucs_list_head_init(&hdr->comps);
     hdr->fork_gen = rcache->fork_gen;
-    region = (ucs_rcache_region_t*)(hdr + 1);
     return region;
 }
 
@@ -191,6 +188,8 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
 
     region->super.start = span->start;
     region->super.end   = span->end;
+    ucs_rcache_region_hdr(rcache, region)->start = span->start;
+    ucs_rcache_region_hdr(rcache, region)->end   = span->end;
     region->prot        = span->prot;
     region->status      = UCS_INPROGRESS;
 
@@ -288,7 +287,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     rcache->stats.merges += merged;
 
     region->flags   |= UCS_RCACHE_REGION_FLAG_PGTABLE;
-    ucs_rcache_region_hdr(region)->referenced = 0;
+    ucs_rcache_region_hdr(rcache, region)->referenced = 0;
     /* the index and the caller; from now on lookups may take it */
     ucs_rcache_atomic_store(&region->refcount, 2);
     ucs_range_index_insert(index, &region->super);

@@ -46,13 +46,20 @@ enum {
     UCS_RCACHE_DONTFORK_AUTO
 };
 
-/* Hidden header allocated in front of every region. */
+/* Hidden header right after every region (region_struct_size rounded up
+ * to 8 bytes).  With a plain ucs_rcache_region_t the region and its header
+ * fill two cache lines, and the second holds everything a hit reads and
+ * writes: refcount, prot, flags, and here the range and referenced. */
 typedef struct ucs_rcache_region_hdr {
+    ucs_pgt_addr_t  start, end; /* super.start/end, set before insertion */
     ucs_list_link_t comps;    /* ucs_rcache_comp_t, invalidation callbacks */
     unsigned        fork_gen; /* cache fork generation at registration */
-    unsigned        npfn;     /* page frames recorded (CHECK_PFN) */
+    uint16_t        npfn;     /* page frames recorded (CHECK_PFN) */
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
-} __attribute__((aligned(16))) ucs_rcache_region_hdr_t;
+} ucs_rcache_region_hdr_t;
+
+/* Most page frames recorded per region (npfn). */
+#define UCS_RCACHE_PFN_MAX UINT16_MAX
 
 /* Lock-free hit counters, one cache line per thread slot (plain
  * increments: counts may be lost only when more threads than slots share
@@ -62,8 +69,8 @@ typedef struct ucs_rcache_stat_shard {
     uint64_t hits_fast;
 } __attribute__((aligned(64))) ucs_rcache_stat_shard_t;
 
-#define ucs_rcache_region_hdr(_region) \
-    (((ucs_rcache_region_hdr_t*)(_region)) - 1)
+#define ucs_rcache_region_hdr(_rcache, _region) \
+    ((ucs_rcache_region_hdr_t*)((char*)(_region) + (_rcache)->hot.hdr_offset))
 
 typedef struct ucs_rcache_comp {
     ucs_list_link_t                   link;
@@ -88,6 +95,7 @@ struct ucs_rcache {
         unsigned long   id;          /* unique in the process, never 0 */
         size_t          align_mask;  /* params.alignment - 1 */
         unsigned        check_pfn;   /* pages to check on hits, 0: off */
+        size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
     } __attribute__((aligned(64))) hot;
     uintptr_t           lock __attribute__((aligned(64))); /* owner
                                         (ucs_rcache_self()), 0: free */
@@ -174,7 +182,7 @@ ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
 /* Record / verify region's frames (rcache->hot.check_pfn pages); no lock held. */
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
-void ucs_rcache_pfn_release(ucs_rcache_region_t *region);
+void ucs_rcache_pfn_release(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 
 /* rcache_region.c (all "_locked" functions need rcache->lock) */
 void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,

@@ -104,7 +104,7 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
         if (ucs_rcache_atomic_load(&region->refcount) != 1) {
             continue; /* in use */
         }
-        hdr = ucs_rcache_region_hdr(region);
+        hdr = ucs_rcache_region_hdr(rcache, region);
         if (!force && hdr->referenced) {
             /* hit since the last pass: second chance at the tail */
             hdr->referenced = 0;
@@ -122,7 +122,7 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
 static int ucs_rcache_region_finish(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region)
 {
-    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(region);
+    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
     ucs_list_link_t comps;
     ucs_rcache_comp_t *comp;
     int dereg = 0;
@@ -153,7 +153,7 @@ static int ucs_rcache_region_finish(ucs_rcache_t *rcache,
         free(comp);
     }
 
-    ucs_rcache_pfn_release(region);
+    ucs_rcache_pfn_release(rcache, region);
     return dereg;
 }
 
