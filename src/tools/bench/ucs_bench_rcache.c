@@ -300,13 +300,15 @@ static void bench_scaling(void)
     munmap(area, 4 * UCS_BENCH_PAGE);
 }
 
-/* every get misses and evicts the least recently used region */
+/* every get misses and evicts the least recently used region; each round
+ * also times the bare cost model (mem_reg + mem_dereg per iteration) in
+ * this worker, so that the overhead is a difference within one run */
 static void bench_miss_evict(void)
 {
     unsigned long n = 4096, iters = bench_quick ? 7000 : 70000;
     char *area      = bench_map(2 * n);
     ucs_rcache_t *rcache = bench_create(1000);
-    double best = 1e30, t;
+    double best = 1e30, bare = 1e30, t;
     unsigned long i, r;
 
     for (i = 0; i < n; ++i) {
@@ -319,8 +321,19 @@ static void bench_miss_evict(void)
         }
         t = (bench_now_ns() - t) / iters;
         best = (t < best) ? t : best;
+
+        t = bench_now_ns();
+        for (i = 0; i < iters; ++i) {
+            bench_mem_reg(NULL, rcache, NULL, &bench_none_region, 0);
+            bench_mem_dereg(NULL, rcache, &bench_none_region);
+        }
+        t = (bench_now_ns() - t) / iters;
+        bare = (t < bare) ? t : bare;
     }
     bench_report("miss + LRU eviction (ns)", best);
+    if (bench_impl != 2) {
+        bench_report("miss overhead over the cost model (ns)", best - bare);
+    }
     bench_api.destroy(rcache);
     munmap(area, 2 * n * UCS_BENCH_PAGE);
 }
@@ -480,32 +493,6 @@ static int bench_run_worker(int impl, const char *lib,
     return 0;
 }
 
-/* Every miss registers one region and evicts (deregisters) one, the same
- * work as a get+put without a cache: the difference is the cache's own
- * cost of a miss. */
-static void bench_add_miss_overhead(bench_result_t *results, unsigned *nresults)
-{
-    bench_result_t *miss = NULL, *row;
-    unsigned i, j;
-
-    for (i = 0; i < *nresults; ++i) {
-        if (!strcmp(results[i].name, "miss + LRU eviction (ns)")) {
-            miss = &results[i];
-        }
-    }
-    if ((miss == NULL) || !miss->valid[2] ||
-        (*nresults >= UCS_BENCH_MAX_RESULTS)) {
-        return;
-    }
-    row = &results[(*nresults)++];
-    memset(row, 0, sizeof(*row));
-    snprintf(row->name, sizeof(row->name), "miss overhead over no cache (ns)");
-    for (j = 0; j < 2; ++j) {
-        row->valid[j] = miss->valid[j];
-        row->value[j] = miss->value[j] - miss->value[2];
-    }
-}
-
 int main(int argc, char **argv)
 {
     const char *ours = getenv("UCS_BENCH_OURS");
@@ -543,7 +530,6 @@ int main(int argc, char **argv)
     bench_run_worker(1, ucx, results, &nresults);
     bench_run_worker(2, NULL, results, &nresults);
 
-    bench_add_miss_overhead(results, &nresults);
     printf("%-40s %12s %12s %12s %10s\n", "case", "ours", "ucx-1.13",
            "none", "ucx/ours");
     for (i = 0; i < nresults; ++i) {
