@@ -12,11 +12,13 @@
  *  - reg_lock (mutex): serializes the registration path (misses); user ops
  *    may run under it; neither lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
- *  - hits take no lock: a racy index lookup, then a reference taken only
- *    from a non-zero count, then validation of the region (in the index,
- *    not invalidated, covering the request).  Region memory is type-stable
- *    (recycled through a pool, freed at destroy) and index arrays are
- *    retired, never freed, while the cache lives, so racing reads are safe.
+ *  - hits take no lock: a candidate (the thread's last hit, else a racy
+ *    index lookup), then a reference taken only from a non-zero count, then
+ *    validation of the region (in the index, not invalidated, covering the
+ *    request).  Region memory is type-stable (recycled through a pool,
+ *    freed at destroy) and index arrays are retired, never freed, while the
+ *    cache lives, so racing reads are safe; a thread's last hit is used
+ *    only while its cache id (never reused) matches the cache's.
  */
 #ifndef UCS_RCACHE_INT_H_
 #define UCS_RCACHE_INT_H_
