@@ -239,27 +239,42 @@ typedef struct {
     ucs_rcache_t  *rcache;
     char          *addr;
     unsigned long iters;
+    double        cpu_ns;  /* out: the thread's CPU time */
 } bench_thread_arg_t;
+
+static double bench_thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
 
 static void *bench_thread(void *p)
 {
     bench_thread_arg_t *arg = p;
+    double cpu              = bench_thread_cpu_ns();
     unsigned long i;
 
     for (i = 0; i < arg->iters; ++i) {
         bench_get_put(arg->rcache, arg->addr, 64);
     }
+    arg->cpu_ns = bench_thread_cpu_ns() - cpu;
     return NULL;
 }
 
-/* aggregate Mops/s of nthreads on one shared or on private regions */
+/* aggregate Mops/s of nthreads on one shared or on private regions, and
+ * the threads' CPU time per operation (on a machine shared with other
+ * work the two threads may not get two cores; CPU time per operation
+ * still shows what they cost each other: 2 threads scale by
+ * 2 x cpu_1 / cpu_2 when each has a core) */
 static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
-                            int shared)
+                            int shared, double *cpu_per_op)
 {
     unsigned long iters = bench_quick ? 100000 : 1000000;
     bench_thread_arg_t args[2];
     pthread_t threads[2];
-    double best = 0, t, rate;
+    double best = 0, best_cpu = 1e30, t, rate, cpu;
     int r, i;
 
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
@@ -278,7 +293,13 @@ static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
         t    = bench_now_ns() - t;
         rate = nthreads * iters / t * 1e3;
         best = (rate > best) ? rate : best;
+        for (cpu = 0, i = 0; i < nthreads; ++i) {
+            cpu += args[i].cpu_ns;
+        }
+        cpu      /= nthreads * iters;
+        best_cpu  = (cpu < best_cpu) ? cpu : best_cpu;
     }
+    *cpu_per_op = best_cpu;
     return best;
 }
 
@@ -286,16 +307,19 @@ static void bench_scaling(void)
 {
     char *area           = bench_map(4);
     ucs_rcache_t *rcache = bench_create(~0ul);
-    double one, shared, priv;
+    double one, shared, priv, cpu_one, cpu_shared, cpu_priv;
 
     bench_get_put(rcache, area, 64);
     bench_get_put(rcache, area + 2 * UCS_BENCH_PAGE, 64);
-    one    = bench_threads(rcache, area, 1, 1);
-    shared = bench_threads(rcache, area, 2, 1);
-    priv   = bench_threads(rcache, area, 2, 0);
+    one    = bench_threads(rcache, area, 1, 1, &cpu_one);
+    shared = bench_threads(rcache, area, 2, 1, &cpu_shared);
+    priv   = bench_threads(rcache, area, 2, 0, &cpu_priv);
     bench_report("1 thread (Mops/s)", one);
     bench_report("2 threads, one region (Mops/s)", shared);
     bench_report("2 threads, private regions (Mops/s)", priv);
+    bench_report("1 thread, CPU per op (ns)", cpu_one);
+    bench_report("2 threads, one region, CPU per op (ns)", cpu_shared);
+    bench_report("2 threads, private, CPU per op (ns)", cpu_priv);
     bench_api.destroy(rcache);
     munmap(area, 4 * UCS_BENCH_PAGE);
 }
