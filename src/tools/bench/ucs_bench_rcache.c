@@ -13,7 +13,8 @@
  * Both libraries have the soname libucs.so.0, so each implementation runs
  * in its own forked worker that dlopen()s it; workers report "name value"
  * lines through a pipe and the driver prints one table.  Every timing is
- * the best of a few rounds (the machine may be shared).
+ * the best of a few rounds (the machine may be shared); single-thread
+ * rows time the thread's CPU time, the Mops/s rows wall-clock time.
  *
  * Cost model: mem_reg spins UCS_BENCH_REG_NS, mem_dereg UCS_BENCH_DEREG_NS.
  * "none" calls them directly for every get+put.
@@ -39,7 +40,7 @@
 #define UCS_BENCH_DEREG_NS    100
 #define UCS_BENCH_PAGE        4096ul
 #define UCS_BENCH_VM_UNMAPPED (1 << 17)
-#define UCS_BENCH_ROUNDS      3
+#define UCS_BENCH_ROUNDS      9
 #define UCS_BENCH_MAX_RESULTS 64
 
 typedef struct {
@@ -68,6 +69,17 @@ static double bench_now_ns(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* The calling thread's CPU time: single-thread timings use it, so that
+ * time the machine gives to other work does not count (the fake
+ * registration cost below stays wall-clock time). */
+static double bench_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
@@ -196,7 +208,7 @@ static long bench_rss_kb(void)
 /* random get+put over n regions at every other page */
 static void bench_random_hits(unsigned long n, const char *name)
 {
-    unsigned long iters = bench_quick ? 200000 : 2000000;
+    unsigned long iters = bench_quick ? 70000 : 700000;
     char *area          = bench_map(2 * n);
     ucs_rcache_t *rcache;
     uint64_t x = 88172645463325252ull;
@@ -216,15 +228,18 @@ static void bench_random_hits(unsigned long n, const char *name)
         bench_report(key, (rss1 - rss0) * 1024.0 / n);
     }
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
-        t = bench_now_ns();
+        t = bench_cpu_ns();
         for (i = 0; i < iters; ++i) {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            bench_get_put(rcache, area + 2 * (x % n) * UCS_BENCH_PAGE + 8,
+            /* uniform in [0, n) without a division */
+            bench_get_put(rcache,
+                          area + 2 * (((x >> 32) * n) >> 32) * UCS_BENCH_PAGE +
+                                  8,
                           64);
         }
-        t = (bench_now_ns() - t) / iters;
+        t = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
     }
     bench_report(name, best);
@@ -236,27 +251,34 @@ typedef struct {
     ucs_rcache_t  *rcache;
     char          *addr;
     unsigned long iters;
+    double        cpu_ns;  /* out: the thread's CPU time */
 } bench_thread_arg_t;
 
 static void *bench_thread(void *p)
 {
     bench_thread_arg_t *arg = p;
+    double cpu              = bench_cpu_ns();
     unsigned long i;
 
     for (i = 0; i < arg->iters; ++i) {
         bench_get_put(arg->rcache, arg->addr, 64);
     }
+    arg->cpu_ns = bench_cpu_ns() - cpu;
     return NULL;
 }
 
-/* aggregate Mops/s of nthreads on one shared or on private regions */
+/* aggregate Mops/s of nthreads on one shared or on private regions, and
+ * the threads' CPU time per operation (on a machine shared with other
+ * work the two threads may not get two cores; CPU time per operation
+ * still shows what they cost each other: 2 threads scale by
+ * 2 x cpu_1 / cpu_2 when each has a core) */
 static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
-                            int shared)
+                            int shared, double *cpu_per_op)
 {
-    unsigned long iters = bench_quick ? 300000 : 3000000;
+    unsigned long iters = bench_quick ? 100000 : 1000000;
     bench_thread_arg_t args[2];
     pthread_t threads[2];
-    double best = 0, t, rate;
+    double best = 0, best_cpu = 1e30, t, rate, cpu;
     int r, i;
 
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
@@ -275,7 +297,13 @@ static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
         t    = bench_now_ns() - t;
         rate = nthreads * iters / t * 1e3;
         best = (rate > best) ? rate : best;
+        for (cpu = 0, i = 0; i < nthreads; ++i) {
+            cpu += args[i].cpu_ns;
+        }
+        cpu      /= nthreads * iters;
+        best_cpu  = (cpu < best_cpu) ? cpu : best_cpu;
     }
+    *cpu_per_op = best_cpu;
     return best;
 }
 
@@ -283,41 +311,57 @@ static void bench_scaling(void)
 {
     char *area           = bench_map(4);
     ucs_rcache_t *rcache = bench_create(~0ul);
-    double one, shared, priv;
+    double one, shared, priv, cpu_one, cpu_shared, cpu_priv;
 
     bench_get_put(rcache, area, 64);
     bench_get_put(rcache, area + 2 * UCS_BENCH_PAGE, 64);
-    one    = bench_threads(rcache, area, 1, 1);
-    shared = bench_threads(rcache, area, 2, 1);
-    priv   = bench_threads(rcache, area, 2, 0);
+    one    = bench_threads(rcache, area, 1, 1, &cpu_one);
+    shared = bench_threads(rcache, area, 2, 1, &cpu_shared);
+    priv   = bench_threads(rcache, area, 2, 0, &cpu_priv);
     bench_report("1 thread (Mops/s)", one);
     bench_report("2 threads, one region (Mops/s)", shared);
     bench_report("2 threads, private regions (Mops/s)", priv);
+    bench_report("1 thread, CPU per op (ns)", cpu_one);
+    bench_report("2 threads, one region, CPU per op (ns)", cpu_shared);
+    bench_report("2 threads, private, CPU per op (ns)", cpu_priv);
     bench_api.destroy(rcache);
     munmap(area, 4 * UCS_BENCH_PAGE);
 }
 
-/* every get misses and evicts the least recently used region */
+/* every get misses and evicts the least recently used region; each round
+ * also times the bare cost model (mem_reg + mem_dereg per iteration) in
+ * this worker, so that the overhead is a difference within one run */
 static void bench_miss_evict(void)
 {
-    unsigned long n = 4096, iters = bench_quick ? 20000 : 200000;
+    unsigned long n = 4096, iters = bench_quick ? 7000 : 70000;
     char *area      = bench_map(2 * n);
     ucs_rcache_t *rcache = bench_create(1000);
-    double best = 1e30, t;
+    double best = 1e30, bare = 1e30, t;
     unsigned long i, r;
 
     for (i = 0; i < n; ++i) {
         bench_get_put(rcache, area + 2 * i * UCS_BENCH_PAGE, 64);
     }
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
-        t = bench_now_ns();
+        t = bench_cpu_ns();
         for (i = 0; i < iters; ++i) {
             bench_get_put(rcache, area + 2 * (i % n) * UCS_BENCH_PAGE, 64);
         }
-        t = (bench_now_ns() - t) / iters;
+        t = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
+
+        t = bench_cpu_ns();
+        for (i = 0; i < iters; ++i) {
+            bench_mem_reg(NULL, rcache, NULL, &bench_none_region, 0);
+            bench_mem_dereg(NULL, rcache, &bench_none_region);
+        }
+        t = (bench_cpu_ns() - t) / iters;
+        bare = (t < bare) ? t : bare;
     }
     bench_report("miss + LRU eviction (ns)", best);
+    if (bench_impl != 2) {
+        bench_report("miss overhead over the cost model (ns)", best - bare);
+    }
     bench_api.destroy(rcache);
     munmap(area, 2 * n * UCS_BENCH_PAGE);
 }
@@ -332,18 +376,18 @@ static void bench_munmap(unsigned long n, const char *name)
 
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
         area = bench_map(2 * n);
-        t    = bench_now_ns();
+        t    = bench_cpu_ns();
         munmap(area, 2 * n * UCS_BENCH_PAGE);
-        t    = bench_now_ns() - t;
+        t    = bench_cpu_ns() - t;
         base = (t < base) ? t : base;
 
         area = bench_map(2 * n);
         for (i = 0; i < n; ++i) {
             bench_get_put(rcache, area + 2 * i * UCS_BENCH_PAGE, 64);
         }
-        t = bench_now_ns();
+        t = bench_cpu_ns();
         munmap(area, 2 * n * UCS_BENCH_PAGE);
-        t    = bench_now_ns() - t;
+        t    = bench_cpu_ns() - t;
         best = (t < best) ? t : best;
         /* let the cache release them before the next round */
         area = bench_map(1);
@@ -360,7 +404,7 @@ static void bench_worker(const char *lib)
     char *area;
     ucs_rcache_t *rcache;
     double best = 1e30, t;
-    unsigned long i, r, iters = bench_quick ? 1000000 : 10000000;
+    unsigned long i, r, iters = bench_quick ? 300000 : 3000000;
 
     if (bench_impl == 2) {
         bench_api.create  = bench_none_create;
@@ -391,11 +435,11 @@ static void bench_worker(const char *lib)
     rcache = bench_create(~0ul);
     bench_get_put(rcache, area, 64);
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
-        t = bench_now_ns();
+        t = bench_cpu_ns();
         for (i = 0; i < iters; ++i) {
             bench_get_put(rcache, area + 8, 64);
         }
-        t = (bench_now_ns() - t) / iters;
+        t = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
     }
     bench_report("hit get+put, 1 region (ns)", best);
@@ -477,32 +521,6 @@ static int bench_run_worker(int impl, const char *lib,
     return 0;
 }
 
-/* Every miss registers one region and evicts (deregisters) one, the same
- * work as a get+put without a cache: the difference is the cache's own
- * cost of a miss. */
-static void bench_add_miss_overhead(bench_result_t *results, unsigned *nresults)
-{
-    bench_result_t *miss = NULL, *row;
-    unsigned i, j;
-
-    for (i = 0; i < *nresults; ++i) {
-        if (!strcmp(results[i].name, "miss + LRU eviction (ns)")) {
-            miss = &results[i];
-        }
-    }
-    if ((miss == NULL) || !miss->valid[2] ||
-        (*nresults >= UCS_BENCH_MAX_RESULTS)) {
-        return;
-    }
-    row = &results[(*nresults)++];
-    memset(row, 0, sizeof(*row));
-    snprintf(row->name, sizeof(row->name), "miss overhead over no cache (ns)");
-    for (j = 0; j < 2; ++j) {
-        row->valid[j] = miss->valid[j];
-        row->value[j] = miss->value[j] - miss->value[2];
-    }
-}
-
 int main(int argc, char **argv)
 {
     const char *ours = getenv("UCS_BENCH_OURS");
@@ -540,7 +558,6 @@ int main(int argc, char **argv)
     bench_run_worker(1, ucx, results, &nresults);
     bench_run_worker(2, NULL, results, &nresults);
 
-    bench_add_miss_overhead(results, &nresults);
     printf("%-40s %12s %12s %12s %10s\n", "case", "ours", "ucx-1.13",
            "none", "ucx/ours");
     for (i = 0; i < nresults; ++i) {

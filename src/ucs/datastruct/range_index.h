@@ -35,13 +35,14 @@ BEGIN_C_DECLS
 
 /* keys[i]: leaf: end of entry i; inner: largest end under child i.
  * Unused keys hold ~0, so a fixed 32-key search needs no count.
- * vals[i]: leaf: ucs_pgt_region_t*; inner: child node number. */
+ * vals[i]: leaf: ucs_pgt_region_t*; inner: child node number.
+ * The keys come first: four whole cache lines, one per block of eight. */
 typedef struct ucs_range_index_node {
+    ucs_pgt_addr_t keys[UCS_RANGE_INDEX_FANOUT + 1];
+    uintptr_t      vals[UCS_RANGE_INDEX_FANOUT];
     uint16_t       count;
     uint16_t       level;  /* 0: leaf */
     uint32_t       next;   /* free list */
-    ucs_pgt_addr_t keys[UCS_RANGE_INDEX_FANOUT + 1];
-    uintptr_t      vals[UCS_RANGE_INDEX_FANOUT];
 } __attribute__((aligned(64))) ucs_range_index_node_t;
 
 typedef struct ucs_range_index {
@@ -88,31 +89,34 @@ ucs_range_index_node_racy(const ucs_range_index_t *index, uint32_t idx)
     return &chunk[idx & (UCS_RANGE_INDEX_CHUNK_NODES - 1)];
 }
 
-/* Slot of the first key above addr among the 32 keys of node (0..31). */
+/* Slot of the first key above addr among keys 0..30 of node (0..31): the
+ * last keys of the first three lines choose the line, then seven
+ * independent compares inside it (keys[31] is always ~0). */
 static inline unsigned
 ucs_range_index_node_upper(const ucs_range_index_node_t *node,
                            ucs_pgt_addr_t addr)
 {
     const volatile ucs_pgt_addr_t *keys = node->keys;
-    unsigned pos = 0;
+    unsigned pos;
 
-    pos += (keys[pos + 15] <= addr) ? 16 : 0;
-    pos += (keys[pos + 7] <= addr) ? 8 : 0;
-    pos += (keys[pos + 3] <= addr) ? 4 : 0;
-    pos += (keys[pos + 1] <= addr) ? 2 : 0;
-    pos += (keys[pos] <= addr) ? 1 : 0;
+    pos  = 8 * ((keys[7] <= addr) + (keys[15] <= addr) + (keys[23] <= addr));
+    keys += pos;
+    pos += (keys[0] <= addr) + (keys[1] <= addr) + (keys[2] <= addr) +
+           (keys[3] <= addr) + (keys[4] <= addr) + (keys[5] <= addr) +
+           (keys[6] <= addr);
     return pos;
 }
 
 /* Lock-free lookup racing with writers: the entry whose end is the first
  * above addr at some recent moment, or NULL (also when the tree changed
- * during the search).  The caller checks start <= addr and validates. */
+ * during the search).  Entries ending at ~0 are not found.  The caller
+ * checks start <= addr and validates. */
 static inline ucs_pgt_region_t *
 ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
 {
     const ucs_range_index_node_t *node;
     unsigned long seq;
-    unsigned level, slot, count;
+    unsigned level, slot;
     uintptr_t val;
 
     seq = __atomic_load_n(&index->seq, __ATOMIC_ACQUIRE);
@@ -129,9 +133,19 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
         if (node == NULL) {
             return NULL;
         }
-        slot  = ucs_range_index_node_upper(node, addr);
-        count = *(const volatile uint16_t*)&node->count;
-        if ((slot >= count) || (slot >= UCS_RANGE_INDEX_FANOUT)) {
+        /* all lines at once: a node out of the caches costs one miss */
+        __builtin_prefetch(&node->keys[8]);
+        __builtin_prefetch(&node->keys[16]);
+        __builtin_prefetch(&node->keys[24]);
+        __builtin_prefetch(&node->vals[0]);
+        __builtin_prefetch(&node->vals[8]);
+        __builtin_prefetch(&node->vals[16]);
+        __builtin_prefetch(&node->vals[24]);
+        slot = ucs_range_index_node_upper(node, addr);
+        /* no key above addr: past the node's last entry (an unused key) */
+        if ((slot >= UCS_RANGE_INDEX_FANOUT) ||
+            (*(const volatile ucs_pgt_addr_t*)&node->keys[slot] ==
+             ~(ucs_pgt_addr_t)0)) {
             return NULL;
         }
         val = *(const volatile uintptr_t*)&node->vals[slot];

@@ -9,50 +9,64 @@
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
 
 static unsigned ucs_rcache_shard_next;
-static __thread unsigned ucs_rcache_shard_id
-    __attribute__((tls_model("initial-exec"))) = ~0u;
+
+/* Per thread: its stats shard and the region of its last hit, with the
+ * identity of that region's cache (ids are never reused, so an entry left
+ * by a destroyed cache never matches). */
+typedef struct {
+    unsigned long       rcache_id;
+    ucs_rcache_region_t *region;
+    unsigned            shard;
+} ucs_rcache_thread_t;
+
+static __thread ucs_rcache_thread_t ucs_rcache_thread
+    __attribute__((tls_model("initial-exec"))) = {0, NULL, ~0u};
 
 static UCS_F_NOINLINE unsigned ucs_rcache_shard_assign(void)
 {
-    ucs_rcache_shard_id = __atomic_fetch_add(&ucs_rcache_shard_next, 1,
-                                             __ATOMIC_RELAXED) %
-                          UCS_RCACHE_STAT_SHARDS;
-    return ucs_rcache_shard_id;
+    ucs_rcache_thread.shard = __atomic_fetch_add(&ucs_rcache_shard_next, 1,
+                                                 __ATOMIC_RELAXED) %
+                              UCS_RCACHE_STAT_SHARDS;
+    return ucs_rcache_thread.shard;
 }
 
 static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
 {
-    unsigned id = ucs_rcache_shard_id;
+    unsigned id = ucs_rcache_thread.shard;
     ucs_rcache_stat_shard_t *shard;
 
     if (ucs_unlikely(id >= UCS_RCACHE_STAT_SHARDS)) {
         id = ucs_rcache_shard_assign();
     }
     shard = &rcache->shards[id];
-    __atomic_store_n(&shard->gets, shard->gets + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&shard->hits_fast, shard->hits_fast + 1,
                      __ATOMIC_RELAXED);
 }
 
-/* Lock-free hit: see the locking notes in rcache_int.h. */
-static inline ucs_rcache_region_t *
-ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                       ucs_pgt_addr_t end, int prot)
+/* From the header's copy of the range: the same cache line as refcount,
+ * prot and flags (see ucs_rcache_region_hdr_t). */
+static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
+                                           const ucs_rcache_region_t *region,
+                                           ucs_pgt_addr_t start,
+                                           ucs_pgt_addr_t end, int prot)
 {
-    ucs_rcache_region_t *region;
+    const ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache,
+                                                               region);
+
+    return (start >= hdr->start) && (end <= hdr->end) &&
+           !(prot & ~region->prot);
+}
+
+/* Lock-free hit on a candidate (the thread's last hit or the index's
+ * answer, see the locking notes in rcache_int.h): a reference taken only
+ * from a non-zero count, then the region validated under it. */
+static inline ucs_rcache_region_t *
+ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
+{
     uint32_t refcount;
     uint8_t flags;
 
-    if (ucs_unlikely(__atomic_load_n(&rcache->deferred.count,
-                                     __ATOMIC_RELAXED) != 0)) {
-        return NULL; /* unmaps not applied yet: the locked path applies them */
-    }
-    region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
-                                                             start);
-    if ((region == NULL) || (start < region->super.start) ||
-        (end > region->super.end) || (prot & ~region->prot)) {
-        return NULL;
-    }
     refcount = __atomic_load_n(&region->refcount, __ATOMIC_RELAXED);
     do {
         if (refcount == 0) {
@@ -66,15 +80,33 @@ ucs_rcache_lookup_fast(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     if (ucs_unlikely(((flags & (UCS_RCACHE_REGION_FLAG_PGTABLE |
                                 UCS_RCACHE_REGION_FLAG_INVALID)) !=
                       UCS_RCACHE_REGION_FLAG_PGTABLE) ||
-                     (start < region->super.start) ||
-                     (end > region->super.end) || (prot & ~region->prot))) {
+                     !ucs_rcache_region_covers(rcache, region, start, end,
+                                               prot))) {
         ucs_rcache_region_put(rcache, region);
         return NULL;
     }
-    if (!ucs_rcache_region_hdr(region)->referenced) {
-        ucs_rcache_region_hdr(region)->referenced = 1;
+    if (!ucs_rcache_region_hdr(rcache, region)->referenced) {
+        ucs_rcache_region_hdr(rcache, region)->referenced = 1;
     }
     return region;
+}
+
+/* Unmaps seen by the lock owner's signal handlers and not applied yet: the
+ * locked path applies them, hits must wait for it. */
+static inline int ucs_rcache_deferred_unmaps(ucs_rcache_t *rcache)
+{
+    return __atomic_load_n(&rcache->deferred.count, __ATOMIC_RELAXED) != 0;
+}
+
+static inline void ucs_rcache_hit_done(ucs_rcache_t *rcache,
+                                       ucs_rcache_region_t *region,
+                                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_count_hit(rcache);
+    if (ucs_unlikely(rcache->hot.check_pfn)) {
+        ucs_rcache_pfn_verify(rcache, region);
+    }
+    *region_p = region;
 }
 
 static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
@@ -117,19 +149,43 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     if (status != UCS_OK) {
         return status;
     }
-    if (ucs_unlikely(rcache->check_pfn)) {
+    if (ucs_unlikely(rcache->hot.check_pfn)) {
         ucs_rcache_pfn_verify(rcache, region);
     }
     *region_p = region;
     return UCS_OK;
 }
 
+/* Not the thread's last hit: search the index (lock-free), else miss. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                       ucs_pgt_addr_t end, int prot, void *arg,
+                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+
+    if (ucs_likely(!ucs_rcache_deferred_unmaps(rcache))) {
+        region = (ucs_rcache_region_t*)ucs_range_index_find_racy(
+                &rcache->index, start);
+        if ((region != NULL) &&
+            ucs_rcache_region_covers(rcache, region, start, end, prot) &&
+            ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
+                                                  prot)) != NULL)) {
+            ucs_rcache_thread.rcache_id = rcache->hot.id;
+            ucs_rcache_thread.region    = region;
+            ucs_rcache_hit_done(rcache, region, region_p);
+            return UCS_OK;
+        }
+    }
+    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+}
+
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, int prot, void *arg,
                                       ucs_rcache_region_t **region_p)
 {
-    ucs_pgt_addr_t start, end;
     ucs_rcache_region_t *region;
+    ucs_pgt_addr_t start, end;
     size_t align_mask;
 
     if (ucs_unlikely((rcache == NULL) || (address == NULL) || (length == 0) ||
@@ -139,24 +195,26 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         return ucs_rcache_get_check(rcache, address, length, prot, region_p);
     }
 
-    align_mask = rcache->params.alignment - 1;
+    align_mask = rcache->hot.align_mask;
     start      = (uintptr_t)address & ~align_mask;
     end        = ((uintptr_t)address + length + align_mask) & ~align_mask;
     if (ucs_unlikely(end < start)) {
         end = ~align_mask; /* the last aligned block of the address space */
     }
 
-    region = ucs_rcache_lookup_fast(rcache, start, end, prot);
-    if (ucs_likely(region != NULL)) {
-        ucs_rcache_count_hit(rcache);
-        if (ucs_unlikely(rcache->check_pfn)) {
-            ucs_rcache_pfn_verify(rcache, region);
-        }
-        *region_p = region;
+    /* the thread's last hit; ids are never reused, so a match means its
+     * region's memory belongs to this live cache */
+    region = ucs_rcache_thread.region;
+    if (ucs_likely((ucs_rcache_thread.rcache_id == rcache->hot.id) &&
+                   ucs_rcache_region_covers(rcache, region, start, end,
+                                            prot) &&
+                   !ucs_rcache_deferred_unmaps(rcache)) &&
+        ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
+                                              prot)) != NULL)) {
+        ucs_rcache_hit_done(rcache, region, region_p);
         return UCS_OK;
     }
-
-    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+    return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
@@ -201,7 +259,8 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
 
     ucs_rcache_lock(rcache);
     if (comp != NULL) {
-        ucs_list_add_tail(&ucs_rcache_region_hdr(region)->comps, &comp->link);
+        ucs_list_add_tail(&ucs_rcache_region_hdr(rcache, region)->comps,
+                          &comp->link);
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);

@@ -80,12 +80,15 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
     }
     rcache->purge_on_fork  = explicit_purge ? config->purge_on_fork :
                              !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
-    rcache->check_pfn      = (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ?
+    rcache->hot.check_pfn  = (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ?
                              0 : config->check_pfn;
     rcache->dontfork       = (config->dontfork == UCS_RCACHE_DONTFORK_YES) ||
                              ((config->dontfork == UCS_RCACHE_DONTFORK_AUTO) &&
                               ucs_rcache_dontfork_needed());
 }
+
+/* Identities of caches, for the per-thread last hit (rcache.c). */
+static unsigned long ucs_rcache_next_id;
 
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
                                const char *name,
@@ -122,7 +125,11 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         status = UCS_ERR_NO_MEMORY;
         goto err;
     }
-    rcache->params = *params;
+    rcache->params         = *params;
+    rcache->hot.id         = __atomic_add_fetch(&ucs_rcache_next_id, 1,
+                                                __ATOMIC_RELAXED);
+    rcache->hot.align_mask = params->alignment - 1;
+    rcache->hot.hdr_offset = (params->region_struct_size + 7) & ~(size_t)7;
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
@@ -209,7 +216,9 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     pthread_mutex_unlock(&rcache->reg_lock);
     ucs_rcache_regions_release(rcache, &dead);
 
-    held = ucs_rcache_atomic_load(&rcache->live_regions);
+    ucs_rcache_lock(rcache);
+    held = rcache->live_regions;
+    ucs_rcache_unlock(rcache);
     if (held != 0) {
         ucs_rcache_error("%s: destroyed with %lu region(s) still held; "
                          "leaking them and the cache", rcache->name, held);

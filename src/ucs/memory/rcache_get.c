@@ -17,41 +17,56 @@ typedef struct {
     int            merged;
 } ucs_rcache_span_t;
 
+/* One walk over the regions the request overlaps or touches: the valid
+ * region that covers it with its protection (a hit: returned, span left
+ * as it was), or NULL with span grown to their union. */
 static ucs_rcache_region_t *
-ucs_rcache_lookup_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                         ucs_pgt_addr_t end, int prot)
-{
-    ucs_rcache_region_t *region;
-
-    region = (ucs_rcache_region_t*)ucs_range_index_find(&rcache->index, start);
-    if ((region == NULL) || (start < region->super.start) || (end > region->super.end) ||
-        (prot & ~region->prot) ||
-        (region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
-        return NULL;
-    }
-    return region;
-}
-
-/* Union of the request with every region it overlaps or touches. */
-static void ucs_rcache_merge_span_locked(ucs_rcache_t *rcache,
-                                         ucs_rcache_span_t *span)
+ucs_rcache_lookup_merge_locked(ucs_rcache_t *rcache, ucs_rcache_span_t *span)
 {
     ucs_range_index_t *index = &rcache->index;
+    ucs_pgt_addr_t start     = span->start, end = span->end;
+    int prot                 = span->prot;
+    ucs_rcache_region_t *region;
     ucs_range_index_iter_t iter;
     ucs_pgt_region_t *r;
 
-    for (r = ucs_range_index_lower(index, span->start ? span->start - 1 : 0,
-                                   &iter);
-         (r != NULL) && (r->start <= span->end);
+    for (r = ucs_range_index_lower(index, start ? start - 1 : 0, &iter);
+         (r != NULL) && (r->start <= end);
          r = ucs_range_index_next(index, &iter)) {
-        if (r->end < span->start) {
+        if (r->end < start) {
             continue;
+        }
+        region = (ucs_rcache_region_t*)r;
+        if ((r->start <= start) && (end <= r->end) &&
+            !(prot & ~region->prot) &&
+            !(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
+            *span = (ucs_rcache_span_t){start, end, prot, 0};
+            return region;
         }
         span->start   = ucs_min(span->start, r->start);
         span->end     = ucs_max(span->end, r->end);
-        span->prot   |= ((ucs_rcache_region_t*)r)->prot;
+        span->prot   |= region->prot;
         span->merged  = 1;
     }
+    return NULL;
+}
+
+/* Publish the range being registered to the unmap handler (lock held);
+ * an unmap of any part of it from now on makes the registration redone. */
+static void ucs_rcache_inflight_set_locked(ucs_rcache_t *rcache,
+                                           const ucs_rcache_span_t *span)
+{
+    rcache->inflight.start       = span->start;
+    rcache->inflight.end         = span->end;
+    rcache->inflight.invalidated = 0;
+    rcache->inflight.active      = 1;
+}
+
+static void ucs_rcache_inflight_clear(ucs_rcache_t *rcache)
+{
+    ucs_rcache_lock(rcache);
+    rcache->inflight.active = 0;
+    ucs_rcache_unlock(rcache);
 }
 
 /* Make room for one more entry; only the registration path (under
@@ -88,25 +103,24 @@ static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
     region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
                               tmp_list);
     ucs_list_del(&region->tmp_list);
+    ++rcache->live_regions;
     return region;
 }
 
-/* Bytes of one region with its header, a whole number of cache lines: a
- * hit reads the header's last bytes, the range, the reference count and
- * the flags, two lines. */
+/* Bytes of one region with its header, a whole number of cache lines
+ * (regions start on a line, see ucs_rcache_region_hdr_t). */
 static size_t ucs_rcache_region_stride(ucs_rcache_t *rcache)
 {
-    return (sizeof(ucs_rcache_region_hdr_t) +
-            rcache->params.region_struct_size + 63) & ~(size_t)63;
+    return (rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t) + 63) &
+           ~(size_t)63;
 }
 
 /* A new block of regions: the first is returned, the others go to the
  * pool.  Blocks stay until destroy (lock-free lookups may read any region
  * at any time).  Registration path (reg_lock held, not the spinlock). */
-static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
+static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
 {
     size_t stride = ucs_rcache_region_stride(rcache);
-    ucs_rcache_region_hdr_t *hdr;
     ucs_rcache_region_t *region;
     char *slab;
     unsigned i;
@@ -119,13 +133,15 @@ static ucs_rcache_region_hdr_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
     *(void**)slab = rcache->slabs;
     rcache->slabs = slab;
     for (i = 1; i < UCS_RCACHE_SLAB_REGIONS; ++i) {
-        hdr    = (ucs_rcache_region_hdr_t*)(slab + 64 + i * stride);
-        region = (ucs_rcache_region_t*)(hdr + 1);
-        memset(region, 0, sizeof(*region)); /* refcount 0: never taken */
+        region = (ucs_rcache_region_t*)(slab + 64 + i * stride);
+        /* refcount 0: never taken; an empty range: never covers */
+        memset(region, 0,
+               rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t));
         ucs_list_add_tail(&rcache->pool, &region->tmp_list);
     }
+    ++rcache->live_regions; /* the one returned */
     ucs_rcache_unlock(rcache);
-    return (ucs_rcache_region_hdr_t*)(slab + 64);
+    return (ucs_rcache_region_t*)(slab + 64);
 }
 
 /* Free every block (destroy, no region in use). */
@@ -145,23 +161,20 @@ void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
 static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
                                                     ucs_rcache_region_t *recycled)
 {
-    ucs_rcache_region_hdr_t *hdr = NULL;
-    ucs_rcache_region_t *region;
+    ucs_rcache_region_t *region = recycled;
+    ucs_rcache_region_hdr_t *hdr;
 
-    if (recycled != NULL) {
-        hdr = ucs_rcache_region_hdr(recycled);
-    } else {
-        hdr = ucs_rcache_slab_alloc(rcache);
-        if (hdr == NULL) {
+    if (region == NULL) {
+        region = ucs_rcache_slab_alloc(rcache);
+        if (region == NULL) {
             return NULL;
         }
     }
     /* refcount is 0 and stays 0: racing lookups cannot take it */
-    memset(hdr, 0, sizeof(*hdr) + rcache->params.region_struct_size);
+    hdr = ucs_rcache_region_hdr(rcache, region);
+    memset(region, 0, rcache->hot.hdr_offset + sizeof(*hdr));
     ucs_list_head_init(&hdr->comps);
     hdr->fork_gen = rcache->fork_gen;
-    ucs_rcache_atomic_add(&rcache->live_regions, 1);
-    region = (ucs_rcache_region_t*)(hdr + 1);
     return region;
 }
 
@@ -175,15 +188,18 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
 
     region->super.start = span->start;
     region->super.end   = span->end;
+    ucs_rcache_region_hdr(rcache, region)->start = span->start;
+    ucs_rcache_region_hdr(rcache, region)->end   = span->end;
     region->prot        = span->prot;
     region->status      = UCS_INPROGRESS;
 
-    ucs_rcache_lock(rcache);
-    rcache->inflight.start       = span->start;
-    rcache->inflight.end         = span->end;
-    rcache->inflight.invalidated = 0;
-    rcache->inflight.active      = 1;
-    ucs_rcache_unlock(rcache);
+    /* only the registration path (reg_lock held) writes the range */
+    if (!rcache->inflight.active || (rcache->inflight.start != span->start) ||
+        (rcache->inflight.end != span->end)) {
+        ucs_rcache_lock(rcache);
+        ucs_rcache_inflight_set_locked(rcache, span);
+        ucs_rcache_unlock(rcache);
+    }
 
     /* mark before pinning: a fork in between must not share the pages */
     status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
@@ -199,10 +215,9 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
     if (status == UCS_OK) {
         region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED |
                          (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
-        ucs_rcache_atomic_add(&rcache->stats.regs, 1);
     } else {
-        ucs_rcache_atomic_add(&rcache->stats.reg_failures, 1);
         ucs_rcache_lock(rcache);
+        rcache->stats.reg_failures++;
         rcache->inflight.active = 0;
         ucs_rcache_unlock(rcache);
     }
@@ -253,14 +268,17 @@ static ucs_status_t ucs_rcache_register_retry(ucs_rcache_t *rcache,
 /* Under the lock: replace every region intersecting the new one by it. */
 static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region,
-                                     ucs_list_link_t *dead)
+                                     int overlaps, ucs_list_link_t *dead)
 {
     ucs_range_index_t *index = &rcache->index;
     ucs_range_index_iter_t iter;
     ucs_rcache_region_t *old;
     int merged = 0;
 
-    while (((old = (ucs_rcache_region_t*)ucs_range_index_lower(
+    /* without overlaps at the walk nothing can overlap now: only this path
+     * (reg_lock held) inserts */
+    while (overlaps &&
+           ((old = (ucs_rcache_region_t*)ucs_range_index_lower(
                      index, region->super.start, &iter)) != NULL) &&
            (old->super.start < region->super.end)) {
         ucs_rcache_region_drop_locked(rcache, old, dead);
@@ -269,7 +287,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     rcache->stats.merges += merged;
 
     region->flags   |= UCS_RCACHE_REGION_FLAG_PGTABLE;
-    ucs_rcache_region_hdr(region)->referenced = 0;
+    ucs_rcache_region_hdr(rcache, region)->referenced = 0;
     /* the index and the caller; from now on lookups may take it */
     ucs_rcache_atomic_store(&region->refcount, 2);
     ucs_range_index_insert(index, &region->super);
@@ -290,15 +308,14 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_rcache_span_t span;
     ucs_status_t status;
     unsigned need;
-    int retries, prot_ok;
+    int retries, prot_ok, overlaps;
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
         ucs_rcache_lock(rcache);
         rcache->stats.gets += (retries == 0);
         ucs_rcache_purge_locked(rcache, dead);
-        region = ucs_rcache_lookup_locked(rcache, span.start, span.end,
-                                          span.prot);
+        region = ucs_rcache_lookup_merge_locked(rcache, &span);
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
             rcache->stats.hits_slow++;
@@ -306,12 +323,13 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             *region_p = region;
             return UCS_OK;
         }
-        ucs_rcache_merge_span_locked(rcache, &span);
         /* gather in this one section what the miss needs from the cache */
+        overlaps = span.merged;
         prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
                                                  span.prot);
         need     = ucs_range_index_insert_needs(&rcache->index);
         recycled = ucs_rcache_pool_pop_locked(rcache);
+        ucs_rcache_inflight_set_locked(rcache, &span);
         ucs_rcache_unlock(rcache);
 
         if (!prot_ok &&
@@ -336,6 +354,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         region = ucs_rcache_region_alloc(rcache, recycled);
         if (region == NULL) {
             ucs_rcache_error("%s: no memory for a region", rcache->name);
+            ucs_rcache_inflight_clear(rcache);
             return UCS_ERR_NO_MEMORY;
         }
         status = ucs_rcache_register_retry(rcache, region, &span, request,
@@ -344,15 +363,16 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_region_release(rcache, region);
             return status;
         }
-        if (rcache->check_pfn) {
+        if (rcache->hot.check_pfn) {
             ucs_rcache_pfn_record(rcache, region);
         }
 
         ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
+        rcache->stats.regs++;
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
-            ucs_rcache_insert_locked(rcache, region, dead);
+            ucs_rcache_insert_locked(rcache, region, overlaps, dead);
             ucs_rcache_unlock(rcache);
             *region_p = region;
             return UCS_OK;
@@ -367,11 +387,13 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     return UCS_ERR_INVALID_ADDR;
 
 err_recycle:
+    ucs_rcache_lock(rcache);
+    rcache->inflight.active = 0;
     if (recycled != NULL) {
-        ucs_rcache_lock(rcache);
         ucs_list_add_tail(&rcache->pool, &recycled->tmp_list);
-        ucs_rcache_unlock(rcache);
+        --rcache->live_regions;
     }
+    ucs_rcache_unlock(rcache);
     return status;
 }
 

@@ -12,11 +12,13 @@
  *  - reg_lock (mutex): serializes the registration path (misses); user ops
  *    may run under it; neither lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
- *  - hits take no lock: a racy index lookup, then a reference taken only
- *    from a non-zero count, then validation of the region (in the index,
- *    not invalidated, covering the request).  Region memory is type-stable
- *    (recycled through a pool, freed at destroy) and index arrays are
- *    retired, never freed, while the cache lives, so racing reads are safe.
+ *  - hits take no lock: a candidate (the thread's last hit, else a racy
+ *    index lookup), then a reference taken only from a non-zero count, then
+ *    validation of the region (in the index, not invalidated, covering the
+ *    request).  Region memory is type-stable (recycled through a pool,
+ *    freed at destroy) and index arrays are retired, never freed, while the
+ *    cache lives, so racing reads are safe; a thread's last hit is used
+ *    only while its cache id (never reused) matches the cache's.
  */
 #ifndef UCS_RCACHE_INT_H_
 #define UCS_RCACHE_INT_H_
@@ -46,24 +48,31 @@ enum {
     UCS_RCACHE_DONTFORK_AUTO
 };
 
-/* Hidden header allocated in front of every region. */
+/* Hidden header right after every region (region_struct_size rounded up
+ * to 8 bytes).  With a plain ucs_rcache_region_t the region and its header
+ * fill two cache lines, and the second holds everything a hit reads and
+ * writes: refcount, prot, flags, and here the range and referenced. */
 typedef struct ucs_rcache_region_hdr {
+    ucs_pgt_addr_t  start, end; /* super.start/end, set before insertion */
     ucs_list_link_t comps;    /* ucs_rcache_comp_t, invalidation callbacks */
     unsigned        fork_gen; /* cache fork generation at registration */
-    unsigned        npfn;     /* page frames recorded (CHECK_PFN) */
+    uint16_t        npfn;     /* page frames recorded (CHECK_PFN) */
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
-} __attribute__((aligned(16))) ucs_rcache_region_hdr_t;
+} ucs_rcache_region_hdr_t;
 
-/* Hit counters, one cache line per thread slot (plain increments: counts
- * may be lost only when more threads than slots share one). */
+/* Most page frames recorded per region (npfn). */
+#define UCS_RCACHE_PFN_MAX UINT16_MAX
+
+/* Lock-free hit counters, one cache line per thread slot (plain
+ * increments: counts may be lost only when more threads than slots share
+ * one).  Every fast hit is also a get. */
 #define UCS_RCACHE_STAT_SHARDS 16
 typedef struct ucs_rcache_stat_shard {
-    uint64_t gets;
     uint64_t hits_fast;
 } __attribute__((aligned(64))) ucs_rcache_stat_shard_t;
 
-#define ucs_rcache_region_hdr(_region) \
-    (((ucs_rcache_region_hdr_t*)(_region)) - 1)
+#define ucs_rcache_region_hdr(_rcache, _region) \
+    ((ucs_rcache_region_hdr_t*)((char*)(_region) + (_rcache)->hot.hdr_offset))
 
 typedef struct ucs_rcache_comp {
     ucs_list_link_t                   link;
@@ -83,7 +92,15 @@ typedef struct ucs_rcache_config {
 } ucs_rcache_config_t;
 
 struct ucs_rcache {
-    uintptr_t           lock;        /* owner (ucs_rcache_self()), 0: free */
+    /* read by every hit, written only at create: a cache line of its own */
+    struct {
+        unsigned long   id;          /* unique in the process, never 0 */
+        size_t          align_mask;  /* params.alignment - 1 */
+        unsigned        check_pfn;   /* pages to check on hits, 0: off */
+        size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
+    } __attribute__((aligned(64))) hot;
+    uintptr_t           lock __attribute__((aligned(64))); /* owner
+                                        (ucs_rcache_self()), 0: free */
     struct {
         unsigned        count;       /* atomic; > UCS_RCACHE_DEFERRED: all */
         struct {
@@ -107,7 +124,7 @@ struct ucs_rcache {
     } cleanup;                       /* rcache_cleanup.c */
     unsigned long       num_regions; /* valid regions in the index */
     size_t              total_size;  /* their bytes */
-    unsigned long       live_regions; /* allocated, not yet freed (atomic) */
+    unsigned long       live_regions; /* allocated, not yet freed (lock) */
     struct {
         ucs_pgt_addr_t  start, end;
         int             active;
@@ -126,7 +143,6 @@ struct ucs_rcache {
     unsigned long       max_regions; /* effective limits */
     size_t              max_size;
     size_t              max_unreleased;
-    unsigned            check_pfn;
     int                 purge_on_fork;
     int                 dontfork;    /* mark registered pages MADV_DONTFORK */
     int                 events;      /* registered ucm events */
@@ -165,10 +181,10 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
  * UCS_ERR_IO_ERROR if /proc/self/pagemap cannot be read. */
 ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
                                  unsigned long *pfns);
-/* Record / verify region's frames (rcache->check_pfn pages); no lock held. */
+/* Record / verify region's frames (rcache->hot.check_pfn pages); no lock held. */
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
-void ucs_rcache_pfn_release(ucs_rcache_region_t *region);
+void ucs_rcache_pfn_release(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 
 /* rcache_region.c (all "_locked" functions need rcache->lock) */
 void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,

@@ -45,12 +45,14 @@ static unsigned ucs_rcache_pfn_count(ucs_rcache_t *rcache,
     ucs_pgt_addr_t first = region->super.start / UCS_RCACHE_PAGE_SIZE;
     ucs_pgt_addr_t last  = (region->super.end - 1) / UCS_RCACHE_PAGE_SIZE;
 
-    return ucs_min(rcache->check_pfn, last - first + 1);
+    return ucs_min(ucs_min(rcache->hot.check_pfn, last - first + 1),
+                   UCS_RCACHE_PFN_MAX);
 }
 
-static unsigned long *ucs_rcache_pfn_array(ucs_rcache_region_t *region)
+static unsigned long *ucs_rcache_pfn_array(ucs_rcache_t *rcache,
+                                           ucs_rcache_region_t *region)
 {
-    return (ucs_rcache_region_hdr(region)->npfn == 1) ?
+    return (ucs_rcache_region_hdr(rcache, region)->npfn == 1) ?
            (unsigned long*)&region->priv : region->pfn;
 }
 
@@ -79,12 +81,12 @@ void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     if (npages > 1) {
         region->pfn = pfns;
     }
-    ucs_rcache_region_hdr(region)->npfn = npages;
+    ucs_rcache_region_hdr(rcache, region)->npfn = npages;
 }
 
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
-    unsigned npages = ucs_rcache_region_hdr(region)->npfn;
+    unsigned npages = ucs_rcache_region_hdr(rcache, region)->npfn;
     unsigned long now[64];
     unsigned long *then;
     unsigned i, n;
@@ -92,7 +94,7 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     if (npages == 0) {
         return;
     }
-    then = ucs_rcache_pfn_array(region);
+    then = ucs_rcache_pfn_array(rcache, region);
     for (i = 0; i < npages; i += n) {
         n = ucs_min(npages - i, 64u);
         if (ucs_rcache_pfn_read(region->super.start + i * UCS_RCACHE_PAGE_SIZE,
@@ -116,9 +118,9 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     }
 }
 
-void ucs_rcache_pfn_release(ucs_rcache_region_t *region)
+void ucs_rcache_pfn_release(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
-    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(region);
+    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
 
     if (hdr->npfn > 1) {
         free(region->pfn);

@@ -104,7 +104,7 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
         if (ucs_rcache_atomic_load(&region->refcount) != 1) {
             continue; /* in use */
         }
-        hdr = ucs_rcache_region_hdr(region);
+        hdr = ucs_rcache_region_hdr(rcache, region);
         if (!force && hdr->referenced) {
             /* hit since the last pass: second chance at the tail */
             hdr->referenced = 0;
@@ -117,17 +117,20 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
     }
 }
 
-void ucs_rcache_region_release(ucs_rcache_t *rcache,
-                               ucs_rcache_region_t *region)
+/* Everything of a release but the return to the pool; 1 if it called
+ * mem_dereg (counted by the caller under the lock). */
+static int ucs_rcache_region_finish(ucs_rcache_t *rcache,
+                                     ucs_rcache_region_t *region)
 {
-    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(region);
+    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
     ucs_list_link_t comps;
     ucs_rcache_comp_t *comp;
+    int dereg = 0;
 
     if ((region->flags & UCS_RCACHE_REGION_FLAG_REGISTERED) &&
         (hdr->fork_gen == rcache->fork_gen)) {
         rcache->params.ops->mem_dereg(rcache->params.context, rcache, region);
-        ucs_rcache_atomic_add(&rcache->stats.deregs, 1);
+        dereg = 1;
         if (region->flags & UCS_RCACHE_REGION_FLAG_DONTFORK) {
             ucs_rcache_dontfork_remove(region->super.start, region->super.end);
         }
@@ -150,23 +153,42 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
         free(comp);
     }
 
-    ucs_rcache_pfn_release(region);
-    ucs_rcache_atomic_sub(&rcache->live_regions, 1);
+    ucs_rcache_pfn_release(rcache, region);
+    return dereg;
+}
+
+void ucs_rcache_region_release(ucs_rcache_t *rcache,
+                               ucs_rcache_region_t *region)
+{
+    int dereg = ucs_rcache_region_finish(rcache, region);
+
     /* type-stable: lock-free lookups may still read this memory */
     ucs_rcache_lock(rcache);
     ucs_list_add_tail(&rcache->pool, &region->tmp_list);
+    rcache->stats.deregs += dereg;
+    --rcache->live_regions;
     ucs_rcache_unlock(rcache);
 }
 
 void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead)
 {
-    ucs_rcache_region_t *region;
+    unsigned long count = 0, deregs = 0;
+    ucs_list_link_t *link;
 
-    while (!ucs_list_is_empty(dead)) {
-        region = ucs_container_of(dead->next, ucs_rcache_region_t, tmp_list);
-        ucs_list_del(&region->tmp_list);
-        ucs_rcache_region_release(rcache, region);
+    if (ucs_list_is_empty(dead)) {
+        return;
     }
+    for (link = dead->next; link != dead; link = link->next) {
+        deregs += ucs_rcache_region_finish(
+                rcache, ucs_container_of(link, ucs_rcache_region_t, tmp_list));
+        ++count;
+    }
+    /* all of them back to the pool in one section */
+    ucs_rcache_lock(rcache);
+    ucs_list_splice_tail(&rcache->pool, dead);
+    rcache->stats.deregs += deregs;
+    rcache->live_regions -= count;
+    ucs_rcache_unlock(rcache);
 }
 
 void ucs_rcache_purge(ucs_rcache_t *rcache)

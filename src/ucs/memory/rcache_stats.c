@@ -7,6 +7,7 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
                                     ucs_rcache_stats_t *stats)
 {
     ucs_rcache_stats_t tmp;
+    uint64_t hits;
     unsigned i;
 
     if ((rcache == NULL) || (stats == NULL)) {
@@ -21,10 +22,10 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     tmp.unreleased = rcache->unreleased_size;
     ucs_rcache_unlock(rcache);
     for (i = 0; i < UCS_RCACHE_STAT_SHARDS; ++i) {
-        tmp.gets      += __atomic_load_n(&rcache->shards[i].gets,
+        hits           = __atomic_load_n(&rcache->shards[i].hits_fast,
                                          __ATOMIC_RELAXED);
-        tmp.hits_fast += __atomic_load_n(&rcache->shards[i].hits_fast,
-                                         __ATOMIC_RELAXED);
+        tmp.gets      += hits;
+        tmp.hits_fast += hits;
     }
     *stats = tmp;
     return UCS_OK;
