@@ -28,6 +28,26 @@ using namespace ucmt;
 
 typedef std::pair<uintptr_t, size_t> range_t;
 
+/* Fault back in every page of [addr, addr+len) outside 'removed'.  Taking
+ * the pages out of a large folio that straddles the removed range unmaps
+ * the whole folio for a moment (split) or zeroes in place: the kept pages
+ * keep their frames, but pagemap shows them absent until the next fault.
+ * A kept page with another frame after this is a real change. */
+static void refault_kept(uintptr_t addr, size_t len,
+                         const std::vector<range_t> &removed)
+{
+    for (uintptr_t a = addr; a < addr + len; a += page_size()) {
+        bool kept = true;
+        for (size_t i = 0; i < removed.size(); ++i) {
+            kept = kept && !((a >= removed[i].first) &&
+                             (a < removed[i].first + removed[i].second));
+        }
+        if (kept) {
+            readable((void *)a);
+        }
+    }
+}
+
 class Trunc : public ucmt::test
 {
   protected:
@@ -96,7 +116,7 @@ class Trunc : public ucmt::test
      * exactly 'expected' (each once before and once after the call). */
     void run_and_check(const std::vector<range_t> &watched,
                        const std::function<int()> &op, size_t changed,
-                       const std::vector<range_t> &expected)
+                       const std::vector<range_t> &expected, bool exact = true)
     {
         std::set<range_t> want(expected.begin(), expected.end()), got;
         std::map<range_t, int> count;
@@ -111,9 +131,16 @@ class Trunc : public ucmt::test
         ASSERT_GT(pages, 0u);
         oracle::arm();
         ASSERT_EQ(0, op()) << strerror(errno);
+        for (i = 0; i < watched.size(); ++i) {
+            refault_kept(watched[i].first, watched[i].second, expected);
+        }
         oracle_stats s = oracle::check();
         record(s);
-        EXPECT_EQ(changed, s.changed) << s.str();
+        if (exact) {
+            EXPECT_EQ(changed, s.changed) << s.str();
+        } else {
+            EXPECT_LE(s.changed, changed) << s.str();
+        }
         UCMT_EXPECT_COVERED(s);
         for (i = 0; i < watched.size(); ++i) {
             std::vector<event_record> ev =
@@ -153,7 +180,10 @@ class Trunc : public ucmt::test
 
     /* punch [ps + 10, 5 ps + 10) in a shared mapping of fd (8 pages): the
      * whole pages 2..4 go, the partial pages 1 and 5 are zeroed in place */
-    void punch_shared(int fd, int (*falloc)(int, int, off_t, off_t))
+    /* exact: the file system keeps no large folio straddling the hole
+     * (memfd); otherwise a page in it may be zeroed in place instead */
+    void punch_shared(int fd, int (*falloc)(int, int, off_t, off_t),
+                      bool exact = true)
     {
         const size_t ps = page_size(), len = 8 * ps;
         char *p;
@@ -161,13 +191,13 @@ class Trunc : public ucmt::test
         ASSERT_GE(fd, 0) << strerror(errno);
         p = map(fd, len, MAP_SHARED);
         ASSERT_TRUE(p != NULL) << strerror(errno);
-        run_and_check({range_t((uintptr_t)p, len)},
-                      [&]() {
-                          return falloc(
-                              fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+        run_and_check(
+            {range_t((uintptr_t)p, len)},
+            [&]() {
+                return falloc(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                               (off_t)ps + 10, (off_t)(4 * ps));
-                      },
-                      3, {range_t((uintptr_t)p + 2 * ps, 3 * ps)});
+            },
+            3, {range_t((uintptr_t)p + 2 * ps, 3 * ps)}, exact);
     }
 
     std::vector<std::pair<void *, size_t>> m_maps;
@@ -276,7 +306,7 @@ TEST_F(Trunc, PunchHoleDiskFile)
         (errno == EOPNOTSUPP)) {
         GTEST_SKIP() << dir << " does not support hole punching";
     }
-    punch_shared(fd, fallocate);
+    punch_shared(fd, fallocate, false);
 }
 
 /* ZERO_RANGE drops the page cache of the whole pages it zeroes (ext4, xfs;
@@ -304,6 +334,7 @@ TEST_F(Trunc, ZeroRangeDiskFile)
     ASSERT_EQ(len / ps, oracle::watch(p, len));
     oracle::arm();
     ASSERT_EQ(0, fallocate(fd, FALLOC_FL_ZERO_RANGE, 2 * ps, 3 * ps));
+    refault_kept((uintptr_t)p, len, {range_t((uintptr_t)p + 2 * ps, 3 * ps)});
     oracle_stats s = oracle::check();
     record(s);
     UCMT_EXPECT_COVERED(s);
@@ -352,6 +383,8 @@ TEST_F(Trunc, PrivateMappingPunchReadOnlyPages)
     oracle::arm();
     ASSERT_EQ(0, fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                            2 * ps, 2 * ps));
+    refault_kept((uintptr_t)priv, len,
+                 {range_t((uintptr_t)priv + 2 * ps, 2 * ps)});
     oracle_stats s = oracle::check();
     record(s);
     EXPECT_EQ(2u, s.changed) << s.str();
