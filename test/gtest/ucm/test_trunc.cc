@@ -98,6 +98,30 @@ class Trunc : public ucmt::test
         return (ftruncate(fd, (off_t)len) == 0) ? fd : -1;
     }
 
+    /* file_in(dir or $TMPDIR or /tmp) that supports fallocate 'mode' (if
+     * not 0); -1 with the reason in *skip if there is none */
+    int file_with(const char *dir, size_t len, int mode, std::string *path,
+                  std::string *skip)
+    {
+        int fd;
+
+        if (dir == NULL) {
+            dir = (getenv("TMPDIR") != NULL) ? getenv("TMPDIR") : "/tmp";
+        }
+        fd = file_in(dir, len, path);
+        if (fd < 0) {
+            *skip = std::string("no file in ") + dir + ": " + strerror(errno);
+        } else if ((mode != 0) &&
+                   (fallocate(fd, mode | FALLOC_FL_KEEP_SIZE, (off_t)len,
+                              (off_t)page_size()) != 0) &&
+                   (errno == EOPNOTSUPP)) {
+            *skip = std::string(dir) + " does not support fallocate mode " +
+                    std::to_string(mode);
+            fd = -1;
+        }
+        return fd;
+    }
+
     char *map(int fd, size_t len, int flags, off_t offset = 0, void *at = NULL)
     {
         void *p = mmap(at, len, PROT_READ | PROT_WRITE,
@@ -271,40 +295,34 @@ TEST_F(Trunc, SplitMappingOneRange)
 
 TEST_F(Trunc, TruncatePathTmpfs)
 {
-    std::string path;
-    int fd = file_in("/dev/shm", 8 * page_size(), &path);
+    std::string path, skip;
+    int fd = file_with("/dev/shm", 8 * page_size(), 0, &path, &skip);
 
     if (fd < 0) {
-        GTEST_SKIP() << "no file in /dev/shm: " << strerror(errno);
+        GTEST_SKIP() << skip;
     }
     shrink_shared(fd, [&](off_t n) { return truncate(path.c_str(), n); });
 }
 
 TEST_F(Trunc, Truncate64PathDiskFile)
 {
-    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    std::string path;
-    int fd = file_in(dir, 8 * page_size(), &path);
+    std::string path, skip;
+    int fd = file_with(NULL, 8 * page_size(), 0, &path, &skip);
 
     if (fd < 0) {
-        GTEST_SKIP() << "no file in " << dir << ": " << strerror(errno);
+        GTEST_SKIP() << skip;
     }
     shrink_shared(fd, [&](off_t n) { return truncate64(path.c_str(), n); });
 }
 
 TEST_F(Trunc, PunchHoleDiskFile)
 {
-    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    std::string path;
-    int fd = file_in(dir, 8 * page_size(), &path);
+    std::string path, skip;
+    int fd =
+        file_with(NULL, 8 * page_size(), FALLOC_FL_PUNCH_HOLE, &path, &skip);
 
     if (fd < 0) {
-        GTEST_SKIP() << "no file in " << dir << ": " << strerror(errno);
-    }
-    if ((fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1) !=
-         0) &&
-        (errno == EOPNOTSUPP)) {
-        GTEST_SKIP() << dir << " does not support hole punching";
+        GTEST_SKIP() << skip;
     }
     punch_shared(fd, fallocate, false);
 }
@@ -313,19 +331,13 @@ TEST_F(Trunc, PunchHoleDiskFile)
  * tmpfs does not support it). */
 TEST_F(Trunc, ZeroRangeDiskFile)
 {
-    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     const size_t ps = page_size(), len = 8 * ps;
-    std::string path;
-    int fd = file_in(dir, len, &path);
+    std::string path, skip;
+    int fd = file_with(NULL, len, FALLOC_FL_ZERO_RANGE, &path, &skip);
     char *p;
 
     if (fd < 0) {
-        GTEST_SKIP() << "no file in " << dir << ": " << strerror(errno);
-    }
-    if ((fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, len, ps) !=
-         0) &&
-        (errno == EOPNOTSUPP)) {
-        GTEST_SKIP() << dir << " does not support FALLOC_FL_ZERO_RANGE";
+        GTEST_SKIP() << skip;
     }
     p = map(fd, len, MAP_SHARED);
     ASSERT_TRUE(p != NULL);
