@@ -327,6 +327,36 @@ TEST_F(Trunc, PunchHoleDiskFile)
     punch_shared(fd, fallocate, false);
 }
 
+/* COLLAPSE_RANGE moves the data after the range down: every page from the
+ * offset on is dropped (ext4, xfs; block-aligned ranges only). */
+TEST_F(Trunc, CollapseRangeDiskFile)
+{
+    const size_t ps = page_size(), len = 16 * ps;
+    std::string path, skip;
+    int fd = file_with(NULL, len, 0, &path, &skip);
+    char *p;
+
+    if (fd < 0) {
+        GTEST_SKIP() << skip;
+    }
+    p = map(fd, len, MAP_SHARED);
+    ASSERT_TRUE(p != NULL);
+    touch(p, len);
+    if ((fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, (off_t)(14 * ps), (off_t)ps) !=
+         0) &&
+        ((errno == EOPNOTSUPP) || (errno == EINVAL))) {
+        GTEST_SKIP() << "no FALLOC_FL_COLLAPSE_RANGE here: " << strerror(errno);
+    }
+    /* now 15 pages: collapse pages 4..7, pages 4..14 change */
+    run_and_check(
+        {range_t((uintptr_t)p, 15 * ps)},
+        [&]() {
+            return fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, (off_t)(4 * ps),
+                             (off_t)(4 * ps));
+        },
+        11, {range_t((uintptr_t)p + 4 * ps, 11 * ps)}, false);
+}
+
 /* ZERO_RANGE drops the page cache of the whole pages it zeroes (ext4, xfs;
  * tmpfs does not support it). */
 TEST_F(Trunc, ZeroRangeDiskFile)
