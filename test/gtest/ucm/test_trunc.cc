@@ -276,6 +276,26 @@ TEST_F(Trunc, SameFileMappedTwice)
                    range_t((uintptr_t)c, 2 * ps)});
 }
 
+/* More mappings than libucm gathers in one batch: all are reported, also
+ * after the call (from a second walk of /proc/self/maps). */
+TEST_F(Trunc, ManyMappingsAllReported)
+{
+    const size_t ps = page_size(), n = 40;
+    int fd = memfd(2 * ps);
+    std::vector<range_t> watched, expected;
+    size_t i;
+
+    ASSERT_GE(fd, 0) << strerror(errno);
+    for (i = 0; i < n; ++i) {
+        char *p = map(fd, 2 * ps, MAP_SHARED);
+        ASSERT_TRUE(p != NULL) << strerror(errno);
+        watched.push_back(range_t((uintptr_t)p, 2 * ps));
+        expected.push_back(range_t((uintptr_t)p + ps, ps));
+    }
+    run_and_check(
+        watched, [&]() { return ftruncate(fd, (off_t)ps); }, n, expected);
+}
+
 /* A mapping split in two by mprotect is one range of the file: one event. */
 TEST_F(Trunc, SplitMappingOneRange)
 {
