@@ -593,4 +593,68 @@ TEST_F(Trunc, ForkChild)
     EXPECT_EQ(0u, pfn(p + 5 * ps));
 }
 
+/* ---- Open MPI's way: VM_UNMAPPED declared external ---- */
+
+/* A GOT patcher of our own feeds ucm_vm_munmap, as Open MPI's does with
+ * opal_common_ucx_opal_mem_hooks=1.  libucm's hooks are then not installed,
+ * and ucm_test_external_events() must not expect truncation events that
+ * only libucm's hooks raise.  (Regression: the truncation step of the
+ * self-test failed there, and Open MPI warned that UCX cannot handle
+ * VM_UNMAP.) */
+void *(*ext_real_mmap)(void *, size_t, int, int, int, off_t);
+int (*ext_real_munmap)(void *, size_t);
+int (*ext_real_madvise)(void *, size_t, int);
+
+void *ext_mmap(void *addr, size_t len, int prot, int flags, int fd,
+               off_t offset)
+{
+    if (flags & MAP_FIXED) {
+        ucm_vm_munmap(addr, len);
+    }
+    return ext_real_mmap(addr, len, prot, flags, fd, offset);
+}
+
+int ext_munmap(void *addr, size_t len)
+{
+    ucm_vm_munmap(addr, len);
+    return ext_real_munmap(addr, len);
+}
+
+int ext_madvise(void *addr, size_t len, int advice)
+{
+    if (advice == MADV_DONTNEED) {
+        ucm_vm_munmap(addr, len);
+    }
+    return ext_real_madvise(addr, len, advice);
+}
+
+UCMT_CHILD_SCENARIO(external_unmap_self_test)
+{
+    ucm_got_patch_t patches[] = {
+        {"mmap", (void *)ext_mmap, (void *)mmap, NULL},
+        {"munmap", (void *)ext_munmap, (void *)munmap, NULL},
+        {"madvise", (void *)ext_madvise, (void *)madvise, NULL}};
+
+    ext_real_mmap    = mmap;
+    ext_real_munmap  = munmap;
+    ext_real_madvise = madvise;
+    ucm_set_external_event(UCM_EVENT_VM_UNMAPPED);
+    if (ucm_got_patch_apply(patches, 3, NULL) != UCS_OK) {
+        printf("ucm_got_patch_apply failed\n");
+        return 1;
+    }
+    if (ucm_test_external_events(UCM_EVENT_VM_UNMAPPED) != UCS_OK) {
+        printf("ucm_test_external_events(VM_UNMAPPED) failed\n");
+        return 2;
+    }
+    return 0;
+}
+
+TEST(TruncExternal, SelfTestPassesWithExternalUnmapEvents)
+{
+    child_result r = run_self("external_unmap_self_test", {});
+
+    EXPECT_TRUE(r.exited_ok()) << r.str();
+}
+
 } // namespace
