@@ -8,6 +8,7 @@
  */
 #include "common/ucm_test.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -630,14 +631,21 @@ int ext_madvise(void *addr, size_t len, int advice)
 
 UCMT_CHILD_SCENARIO(external_unmap_self_test)
 {
+    /* the real functions from dlsym: taking their address here would give
+     * this binary GOT data slots for them, which changes how every other
+     * test's calls are hooked (under ASan, bistro then reports each mmap
+     * twice: through the patched slot and the patched libc entry) */
+    void *real_mmap           = dlsym(RTLD_DEFAULT, "mmap");
+    void *real_munmap         = dlsym(RTLD_DEFAULT, "munmap");
+    void *real_madvise        = dlsym(RTLD_DEFAULT, "madvise");
     ucm_got_patch_t patches[] = {
-        {"mmap", (void *)ext_mmap, (void *)mmap, NULL},
-        {"munmap", (void *)ext_munmap, (void *)munmap, NULL},
-        {"madvise", (void *)ext_madvise, (void *)madvise, NULL}};
+        {"mmap", (void *)ext_mmap, real_mmap, NULL},
+        {"munmap", (void *)ext_munmap, real_munmap, NULL},
+        {"madvise", (void *)ext_madvise, real_madvise, NULL}};
 
-    ext_real_mmap    = mmap;
-    ext_real_munmap  = munmap;
-    ext_real_madvise = madvise;
+    *(void **)&ext_real_mmap    = real_mmap;
+    *(void **)&ext_real_munmap  = real_munmap;
+    *(void **)&ext_real_madvise = real_madvise;
     ucm_set_external_event(UCM_EVENT_VM_UNMAPPED);
     if (ucm_got_patch_apply(patches, 3, NULL) != UCS_OK) {
         printf("ucm_got_patch_apply failed\n");
