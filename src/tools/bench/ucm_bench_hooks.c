@@ -104,6 +104,8 @@ typedef enum {
     K_MALLOC1M_EV,
     K_DLOPEN_US,
     K_DLOPEN_EV,
+    K_TRUNC_NS,      /* ftruncate grow + shrink of a mapped memfd */
+    K_TRUNC_EV,
     K_RETRIED_PCT,   /* timed rounds retried because the worker was preempted */
     K_LAST
 } bench_key_t;
@@ -122,6 +124,8 @@ static const char *bench_key_names[K_LAST] = {
     [K_MALLOC1M_EV]    = "malloc1m_events",
     [K_DLOPEN_US]      = "dlopen_us",
     [K_DLOPEN_EV]      = "dlopen_events",
+    [K_TRUNC_NS]       = "ftruncate_pair_ns",
+    [K_TRUNC_EV]       = "ftruncate_pair_events",
     [K_RETRIED_PCT]    = "retried_pct",
 };
 
@@ -144,6 +148,7 @@ static const struct {
     {K_MALLOC64_NS, "malloc+free 64 B", "ns", ROW_RATIO},
     {K_MALLOC1M_NS, "malloc+free 1 MiB", "ns", ROW_RATIO},
     {K_DLOPEN_US, "dlopen+dlclose", "us", ROW_RATIO},
+    {K_TRUNC_NS, "ftruncate grow+shrink, mapped", "ns", ROW_RATIO},
     {K_INSTALL_US, "first install", "us", ROW_ABS},
 };
 
@@ -158,6 +163,7 @@ static const struct {
     {K_MALLOC64_EV, "malloc+free 64 B"},
     {K_MALLOC1M_EV, "malloc+free 1 MiB"},
     {K_DLOPEN_EV, "dlopen+dlclose"},
+    {K_TRUNC_EV, "ftruncate grow+shrink"},
 };
 
 #define BENCH_NEVROWS (sizeof(bench_event_rows) / sizeof(bench_event_rows[0]))
@@ -354,6 +360,30 @@ static void __attribute__((noinline)) bench_loop_dlopen(long iters)
             _exit(3);
         }
         dlclose(handle);
+    }
+}
+
+/* A memfd whose second page is mapped: each shrink removes it (our hook
+ * then reads /proc/self/maps and reports that page, before and after). */
+static void __attribute__((noinline)) bench_loop_trunc(long iters)
+{
+    static int fd = -1;
+    long i;
+
+    if (fd < 0) {
+        fd = memfd_create("ucm_bench_trunc", MFD_CLOEXEC);
+        if ((fd < 0) || (ftruncate(fd, 8192) != 0) ||
+            (mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) ==
+             MAP_FAILED)) {
+            bench_out("fail memfd mapping: %s", strerror(errno));
+            _exit(3);
+        }
+    }
+    for (i = 0; i < iters; ++i) {
+        if ((ftruncate(fd, 8192) != 0) || (ftruncate(fd, 4096) != 0)) {
+            bench_out("fail ftruncate: %s", strerror(errno));
+            _exit(3);
+        }
     }
 }
 
@@ -661,6 +691,9 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
     }
     value = bench_measure(bench_loop_malloc1m, rounds, target_ns, &events);
     bench_report(K_MALLOC1M_NS, K_MALLOC1M_EV, value, events);
+
+    value = bench_measure(bench_loop_trunc, rounds, target_ns, &events);
+    bench_report(K_TRUNC_NS, K_TRUNC_EV, value, events);
 
     if ((bench_dl_path == NULL) || (bench_dl_path[0] == '\0')) {
         bench_out("skip %s no module to dlopen (use --dl PATH)",

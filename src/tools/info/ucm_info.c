@@ -70,7 +70,7 @@ static int ucm_info_self_test(void)
            ucm_hooks_install_time_usec());
     count = ucm_hooks_query(hooks, 32);
     for (i = 0; i < count && i < 32; ++i) {
-        printf("#   %-8s %-7s %s\n", hooks[i].symbol,
+        printf("#   %-11s %-7s %s\n", hooks[i].symbol,
                ucm_info_state_names[hooks[i].state], hooks[i].detail);
     }
     for (i = 0; i < sizeof(ucm_info_events) / sizeof(ucm_info_events[0]); ++i) {

@@ -5,8 +5,10 @@
 #define UCM_MMAP_H_
 
 #include <ucm/api/ucm_ext.h>
+#include <ucm/event/ucm_event.h>
 #include <ucm/util/ucm_hot.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 
 typedef enum {
@@ -19,6 +21,12 @@ typedef enum {
     UCM_HOOK_SHMDT,
     UCM_HOOK_BRK,
     UCM_HOOK_SBRK,
+    UCM_HOOK_FTRUNCATE, /* page-cache truncation (ucm_trunc.c) */
+    UCM_HOOK_FTRUNCATE64,
+    UCM_HOOK_TRUNCATE,
+    UCM_HOOK_TRUNCATE64,
+    UCM_HOOK_FALLOCATE,
+    UCM_HOOK_FALLOCATE64,
     UCM_HOOK_DLOPEN,   /* reloc only: follow objects loaded later */
     UCM_HOOK_DLCLOSE,
     UCM_HOOK_DLMOPEN,
@@ -78,6 +86,40 @@ static UCS_F_ALWAYS_INLINE void *ucm_hook_orig(int id)
         _ret; \
     })
 
+/* Enter a hook: returns the handler list, or NULL when the hook must pass
+ * straight through (nobody listens to any of 'events'). */
+static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_hook_enter(int events)
+{
+    ucm_event_list_t *list;
+
+    ucm_rcu_read_lock();
+    list = ucm_event_list_get();
+    if (ucs_likely(list->events & events)) {
+        return list;
+    }
+    ucm_rcu_read_unlock();
+    return NULL;
+}
+
+static UCS_F_ALWAYS_INLINE void ucm_hook_leave(int saved_errno)
+{
+    ucm_rcu_read_unlock();
+    errno = saved_errno;
+}
+
+static UCS_F_ALWAYS_INLINE void ucm_hook_vm(const ucm_event_list_t *list,
+                                            ucm_event_type_t type, void *addr,
+                                            size_t len)
+{
+    ucm_event_t event;
+
+    if ((list->events & type) && (len > 0)) {
+        event.vm_unmapped.address = addr;
+        event.vm_unmapped.size    = len;
+        ucm_event_call_all(list, type, &event);
+    }
+}
+
 typedef void *(*ucm_mmap_func_t)(void*, size_t, int, int, int, off_t);
 typedef int (*ucm_munmap_func_t)(void*, size_t);
 typedef void *(*ucm_mremap_func_t)(void*, size_t, size_t, int, ...);
@@ -89,12 +131,24 @@ typedef void *(*ucm_sbrk_func_t)(intptr_t);
 typedef void *(*ucm_dlopen_func_t)(const char*, int);
 typedef int (*ucm_dlclose_func_t)(void*);
 typedef void *(*ucm_dlmopen_func_t)(Lmid_t, const char*, int);
+typedef int (*ucm_ftruncate_func_t)(int, off_t);
+typedef int (*ucm_truncate_func_t)(const char*, off_t);
+typedef int (*ucm_fallocate_func_t)(int, int, off_t, off_t);
 
 /* libucm's own equivalents of the originals (no events, no libc code). */
 void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
                           int flags, ...);
 int ucm_mmap_brk_raw(void *addr);
 void *ucm_mmap_sbrk_raw(intptr_t increment);
+
+/* Truncation hooks and their raw equivalents (ucm_trunc.c; off_t is 64-bit
+ * on LP64, so each also serves the *64 name). */
+int ucm_trunc_ftruncate(int fd, off_t length);
+int ucm_trunc_truncate(const char *path, off_t length);
+int ucm_trunc_fallocate(int fd, int mode, off_t offset, off_t len);
+int ucm_trunc_ftruncate_raw(int fd, off_t length);
+int ucm_trunc_truncate_raw(const char *path, off_t length);
+int ucm_trunc_fallocate_raw(int fd, int mode, off_t offset, off_t len);
 
 /* Resolve the original functions (constructor). */
 void ucm_mmap_init(void);

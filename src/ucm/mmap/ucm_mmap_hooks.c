@@ -47,40 +47,6 @@ int ucm_madvise_discards(int advice)
     }
 }
 
-/* Enter a hook: returns the handler list, or NULL when the hook must pass
- * straight through (nobody listens to any of 'events'). */
-static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_hook_enter(int events)
-{
-    ucm_event_list_t *list;
-
-    ucm_rcu_read_lock();
-    list = ucm_event_list_get();
-    if (ucs_likely(list->events & events)) {
-        return list;
-    }
-    ucm_rcu_read_unlock();
-    return NULL;
-}
-
-static UCS_F_ALWAYS_INLINE void ucm_hook_leave(int saved_errno)
-{
-    ucm_rcu_read_unlock();
-    errno = saved_errno;
-}
-
-static UCS_F_ALWAYS_INLINE void ucm_hook_vm(const ucm_event_list_t *list,
-                                            ucm_event_type_t type, void *addr,
-                                            size_t len)
-{
-    ucm_event_t event;
-
-    if ((list->events & type) && (len > 0)) {
-        event.vm_unmapped.address = addr;
-        event.vm_unmapped.size    = len;
-        ucm_event_call_all(list, type, &event);
-    }
-}
-
 /* The native handlers that run before the original call (priority < 0);
  * they may change the arguments, so VM_UNMAPPED is computed after them. */
 static UCS_F_ALWAYS_INLINE void

@@ -54,6 +54,38 @@ static void ucm_test_step_check(ucm_test_ctx_t *ctx, int events, int expected,
     ctx->received = 0;
 }
 
+/* Page-cache truncation: shrinking a mapped memfd by a page must report
+ * that page of the mapping (ftruncate hook). */
+static void ucm_test_truncate(ucm_test_ctx_t *ctx, int events, int *failed)
+{
+    size_t page = ucm_sys_page_size();
+    char *p;
+    int fd;
+
+    fd = memfd_create("ucm_test", MFD_CLOEXEC);
+    if ((fd < 0) || (ftruncate(fd, 2 * page) != 0)) {
+        ucm_debug("memfd_create failed (%d): truncation not tested", errno);
+        goto out;
+    }
+    p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        ucm_debug("mmap of a memfd failed (%d): truncation not tested", errno);
+        goto out;
+    }
+    ctx->addr     = p + page;
+    ctx->received = 0;
+    if (ftruncate(fd, page) == 0) {
+        ucm_test_step_check(ctx, events, UCM_EVENT_VM_UNMAPPED, failed);
+    } else {
+        *failed |= UCM_EVENT_VM_UNMAPPED;
+    }
+    munmap(p, 2 * page);
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
 static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int quick,
                          int *failed)
 {
@@ -125,6 +157,15 @@ static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int quick,
         if (shmid >= 0) {
             shmctl(shmid, IPC_RMID, NULL);
         }
+    }
+
+    /* only where our ftruncate hook is in place: with VM_UNMAPPED declared
+     * external (Open MPI's patcher feeding ucm_vm_munmap) the hooks are not
+     * installed and nobody reports truncation */
+    if (!quick && (events & UCM_EVENT_VM_UNMAPPED) &&
+        ((ucm_hook_funcs[UCM_HOOK_FTRUNCATE].state == UCM_HOOK_STATE_BISTRO) ||
+         (ucm_hook_funcs[UCM_HOOK_FTRUNCATE].state == UCM_HOOK_STATE_RELOC))) {
+        ucm_test_truncate(ctx, events, failed);
     }
 
     /* sbrk/brk without changing the heap */

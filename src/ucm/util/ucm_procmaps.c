@@ -73,7 +73,12 @@ static int ucm_procmaps_parse_line(char *line, ucm_procmaps_entry_t *e)
     p         = ucm_procmaps_skip(p + 4, ' ');
     p         = ucm_procmaps_hex(p, &e->offset);
     p         = ucm_procmaps_skip(p, ' ');
-    while ((*p != ' ') && (*p != '\0')) { /* dev major:minor */
+    p            = ucm_procmaps_hex(p, &e->dev_major);
+    e->dev_minor = 0;
+    if (*p == ':') {
+        p = ucm_procmaps_hex(p + 1, &e->dev_minor);
+    }
+    while ((*p != ' ') && (*p != '\0')) {
         ++p;
     }
     p       = ucm_procmaps_skip(p, ' ');

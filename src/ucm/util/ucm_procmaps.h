@@ -15,6 +15,8 @@ typedef struct ucm_procmaps_entry {
     int           prot;    /* PROT_* bits */
     int           shared;  /* 's' in the flags column */
     unsigned long offset;
+    unsigned long dev_major; /* device of the mapped file ("MM:mm", hex) */
+    unsigned long dev_minor;
     unsigned long inode;   /* for SysV shm: the shmid */
     const char    *path;   /* "" for anonymous; truncated to 255 bytes */
 } ucm_procmaps_entry_t;
