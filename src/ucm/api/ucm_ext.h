@@ -76,6 +76,65 @@ typedef struct ucm_got_patch {
 ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
                                  unsigned long *written_p);
 
+/* userfaultfd monitor of subscribed ranges (UCX_MEM_UFFD, src/ucm/uffd).
+ * Subscribed ranges are registered with a userfaultfd; every unmap of them
+ * the kernel reports (raw syscalls, the loader, mremap, madvise DONTNEED)
+ * is dispatched as UCM_EVENT_VM_UNMAPPED for exactly that range from a
+ * monitor thread, in addition to what the hooks report.  Not for hook
+ * context (they take a mutex and make system calls). */
+typedef enum ucm_uffd_mode {
+    UCM_UFFD_MODE_NO,   /* never */
+    UCM_UFFD_MODE_TRY,  /* when the kernel allows it, else hooks only */
+    UCM_UFFD_MODE_YES   /* required: ucm_uffd_start() fails without it */
+} ucm_uffd_mode_t;
+
+typedef struct ucm_uffd_info {
+    int           mode;         /* ucm_uffd_mode_t in effect */
+    int           active;       /* monitor running in this process */
+    char          reason[160];  /* why not active (or what is active) */
+    uint64_t      features;     /* UFFD_FEATURE_* negotiated */
+    unsigned long spans;        /* registered spans */
+    unsigned long registers;    /* UFFDIO_REGISTER calls that succeeded */
+    unsigned long dedups;       /* subscriptions inside a registered span */
+    unsigned long unregisters;  /* UFFDIO_UNREGISTER calls */
+    unsigned long unsupported;  /* subscriptions refused: kind of mapping */
+    unsigned long busy;         /* subscriptions refused: another uffd */
+    unsigned long events;       /* unmap/remove/remap events dispatched */
+    unsigned long faults;       /* missing-page faults resolved */
+} ucm_uffd_info_t;
+
+/* Start the monitor (idempotent; again in a forked child).  *active_p: 1 if
+ * it runs.  UCS_OK also when it does not run under UCX_MEM_UFFD=no/try (one
+ * log line says why); under yes, UCS_ERR_UNSUPPORTED then. */
+ucs_status_t ucm_uffd_start(int *active_p);
+
+/* Have [addr, addr+len) (widened to pages) reported.  UCS_ERR_UNSUPPORTED:
+ * monitor not running or mapping kind not supported (file-backed...),
+ * UCS_ERR_BUSY: another userfaultfd owns a page of it; the caller then
+ * relies on the hooks.  A subscription inside a registered span costs no
+ * system call. */
+ucs_status_t ucm_uffd_subscribe(void *addr, size_t len);
+
+/* Drop one subscription made with the same range (no-op if it failed or
+ * the range was unmapped since). */
+void ucm_uffd_unsubscribe(void *addr, size_t len);
+
+/* Nonzero while the monitor dispatches events it has read: a thread whose
+ * unmap was just reported may resume before the handlers ran.  Lookups
+ * that must not see stale entries call ucm_uffd_drain_wait() then (yields
+ * until the dispatch is over; returns at once on the monitor thread). */
+extern volatile unsigned ucm_uffd_draining;
+void ucm_uffd_drain_wait(void);
+
+/* State and counters. */
+void ucm_uffd_query(ucm_uffd_info_t *info);
+
+/* Tools and tests: mode used by the next start (a running monitor keeps
+ * running); register_missing 1 registers in MISSING mode (faults on
+ * missing pages resolved with zero pages) instead of write-protect mode
+ * (which never faults).  UCS_ERR_INVALID_PARAM on a bad mode. */
+ucs_status_t ucm_uffd_configure(int mode, int register_missing);
+
 END_C_DECLS
 
 #endif

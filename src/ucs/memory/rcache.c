@@ -4,6 +4,8 @@
  */
 #include "rcache_int.h"
 
+#include <ucm/api/ucm_ext.h>
+
 #include <stdlib.h>
 
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
@@ -146,6 +148,9 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         end = ~align_mask; /* the last aligned block of the address space */
     }
 
+    if (ucs_unlikely(ucm_uffd_draining != 0)) {
+        ucm_uffd_drain_wait(); /* an unmap was read, not yet dispatched */
+    }
     region = ucs_rcache_lookup_fast(rcache, start, end, prot);
     if (ucs_likely(region != NULL)) {
         ucs_rcache_count_hit(rcache);

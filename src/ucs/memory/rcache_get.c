@@ -184,6 +184,8 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
     rcache->inflight.invalidated = 0;
     rcache->inflight.active      = 1;
     ucs_rcache_unlock(rcache);
+    /* subscribed before mem_reg: an unmap meanwhile marks inflight */
+    ucs_rcache_uffd_subscribe(rcache, region);
 
     /* mark before pinning: a fork in between must not share the pages */
     status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
@@ -202,6 +204,7 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
         ucs_rcache_atomic_add(&rcache->stats.regs, 1);
     } else {
         ucs_rcache_atomic_add(&rcache->stats.reg_failures, 1);
+        ucs_rcache_uffd_unsubscribe(rcache, region);
         ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
         ucs_rcache_unlock(rcache);
