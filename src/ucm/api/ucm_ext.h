@@ -93,10 +93,9 @@ typedef struct ucm_uffd_info {
     int           active;       /* monitor running in this process */
     char          reason[160];  /* why not active (or what is active) */
     uint64_t      features;     /* UFFD_FEATURE_* negotiated */
-    unsigned long spans;        /* registered spans */
+    unsigned long spans;        /* registered spans (also idle ones) */
     unsigned long registers;    /* UFFDIO_REGISTER calls that succeeded */
     unsigned long dedups;       /* subscriptions inside a registered span */
-    unsigned long unregisters;  /* UFFDIO_UNREGISTER calls */
     unsigned long unsupported;  /* subscriptions refused: kind of mapping */
     unsigned long busy;         /* subscriptions refused: another uffd */
     unsigned long events;       /* unmap/remove/remap events dispatched */
@@ -108,16 +107,20 @@ typedef struct ucm_uffd_info {
  * log line says why); under yes, UCS_ERR_UNSUPPORTED then. */
 ucs_status_t ucm_uffd_start(int *active_p);
 
-/* Have [addr, addr+len) (widened to pages) reported.  UCS_ERR_UNSUPPORTED:
- * monitor not running or mapping kind not supported (file-backed...),
- * UCS_ERR_BUSY: another userfaultfd owns a page of it; the caller then
- * relies on the hooks.  A subscription inside a registered span costs no
- * system call. */
-ucs_status_t ucm_uffd_subscribe(void *addr, size_t len);
+/* Have [addr, addr+len) (widened to pages, all mapped) reported; *token_p
+ * identifies the subscription for ucm_uffd_unsubscribe().  Errors (the
+ * caller then relies on the hooks): UCS_ERR_UNSUPPORTED: monitor not
+ * running or mapping kind not supported (file-backed...), UCS_ERR_BUSY:
+ * another userfaultfd owns a page of it, UCS_ERR_INVALID_ADDR: part of it
+ * is not mapped.  A subscription inside a registered span costs no system
+ * call. */
+ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p);
 
-/* Drop one subscription made with the same range (no-op if it failed or
- * the range was unmapped since). */
-void ucm_uffd_unsubscribe(void *addr, size_t len);
+/* Drop one subscription (same range, its token).  The pages stay
+ * registered (idle) until they are unmapped: their unmaps keep costing a
+ * monitor round trip and are still reported, and a new subscription there
+ * costs no system call. */
+void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token);
 
 /* Nonzero while the monitor dispatches events it has read: a thread whose
  * unmap was just reported may resume before the handlers ran.  Lookups

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #ifdef HAVE_VALGRIND_VALGRIND_H
@@ -102,6 +103,7 @@ const ucs_config_field_t ucm_uffd_config_table[] = {
 static int ucm_uffd_state        = UCM_UFFD_STATE_IDLE;
 static int ucm_uffd_fd           = -1;
 static uint64_t ucm_uffd_features;
+static uint64_t ucm_uffd_seq; /* last span lineage handed out */
 static int ucm_uffd_atfork_done;
 static char ucm_uffd_reason[160] = "not started (no registration cache yet)";
 static int ucm_uffd_once[UCM_UFFD_ONCE_LAST];
@@ -109,7 +111,7 @@ static __thread int ucm_uffd_on_monitor
     __attribute__((tls_model("initial-exec")));
 
 static struct {
-    unsigned long registers, dedups, unregisters, unsupported, busy;
+    unsigned long registers, dedups, unsupported, busy;
     unsigned long events, faults; /* atomic (monitor thread) */
 } ucm_uffd_stats;
 
@@ -453,14 +455,14 @@ static void ucm_uffd_page_align(void *addr, size_t len, uintptr_t *start_p,
     *end_p   = (end < (uintptr_t)addr) ? ~mask : ((end + mask) & ~mask);
 }
 
-ucs_status_t ucm_uffd_subscribe(void *addr, size_t len)
+ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
 {
     unsigned long count = 1;
     ucm_uffd_span_t *span;
     uintptr_t start, end, s, e;
     ucs_status_t status;
 
-    if (len == 0) {
+    if ((len == 0) || (token_p == NULL)) {
         return UCS_ERR_INVALID_PARAM;
     }
     ucm_uffd_page_align(addr, len, &start, &end);
@@ -477,18 +479,30 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len)
     if ((span != NULL) && (span->end >= end)) {
         ++span->count; /* already registered: no system call */
         ++ucm_uffd_stats.dedups;
-        status = UCS_OK;
+        *token_p = span->seq;
+        status   = UCS_OK;
         goto out;
     }
     status = ucm_uffd_table_reserve(UCM_UFFD_SPARE_NODES);
     if (status != UCS_OK) {
         goto out;
     }
+    /* UFFDIO_REGISTER accepts holes, but a span must never claim one (a
+     * mapping made there later would not be registered).  A hole made
+     * after this check by an unmap of a registered range is cut from the
+     * span by the monitor, which waits for ucm_uffd_lock. */
+    if (ucm_sys_is_err(ucm_sys_syscall6(SYS_msync, start, end - start,
+                                        MS_ASYNC, 0, 0, 0))) {
+        status = UCS_ERR_INVALID_ADDR;
+        goto out;
+    }
     status = ucm_uffd_register_locked(start, end);
     if (status != UCS_OK) {
         goto out;
     }
-    /* one span for the union with the spans it overlaps */
+    /* one new span for the union with the spans it overlaps; their
+     * subscribers' tokens no longer match, so their counts stay here
+     * (registered until unmapped: a cost, never a missed event) */
     s = start;
     e = end;
     while (((span = ucm_uffd_table_first_after(start)) != NULL) &&
@@ -498,31 +512,36 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len)
         count += span->count;
         ucm_uffd_table_remove(span);
     }
-    status = ucm_uffd_table_add(s, e, count); /* reserved: cannot fail */
+    *token_p = ++ucm_uffd_seq;
+    status   = ucm_uffd_table_add(s, e, count, *token_p); /* reserved */
 out:
     pthread_mutex_unlock(&ucm_uffd_lock);
     return status;
 }
 
-void ucm_uffd_unsubscribe(void *addr, size_t len)
+void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token)
 {
-    struct uffdio_range range;
     ucm_uffd_span_t *span;
-    uintptr_t start, end;
+    uintptr_t start, end, next;
 
     if (len == 0) {
         return;
     }
     ucm_uffd_page_align(addr, len, &start, &end);
     pthread_mutex_lock(&ucm_uffd_lock);
-    if (ucm_uffd_state == UCM_UFFD_STATE_ACTIVE) {
-        span = ucm_uffd_table_find(start);
-        if ((span != NULL) && (span->count > 0) && (--span->count == 0)) {
-            range.start = span->start;
-            range.len   = span->end - span->start;
-            (void)ioctl(ucm_uffd_fd, UFFDIO_UNREGISTER, &range);
-            ++ucm_uffd_stats.unregisters;
-            ucm_uffd_table_remove(span);
+    /* Only the span (or the remnants of it) this subscription was counted
+     * in; a span at count 0 stays registered (idle) until it is unmapped.
+     * No UFFDIO_UNREGISTER: the table cannot tell every live subscription
+     * that relies on a page (an unmap event read after a new registration
+     * cuts the new one's pages, a merge hides old tokens), and taking the
+     * registration from a live region would lose its events.  The kernel
+     * drops the registration itself when the pages are unmapped, and a new
+     * subscription inside an idle span costs no system call. */
+    for (next = start; ((span = ucm_uffd_table_first_after(next)) != NULL) &&
+                       (span->start < end);
+         next = span->end) {
+        if ((span->seq == token) && (span->count > 0)) {
+            --span->count;
         }
     }
     pthread_mutex_unlock(&ucm_uffd_lock);
@@ -538,7 +557,6 @@ void ucm_uffd_query(ucm_uffd_info_t *info)
     info->spans       = ucm_uffd_table_size();
     info->registers   = ucm_uffd_stats.registers;
     info->dedups      = ucm_uffd_stats.dedups;
-    info->unregisters = ucm_uffd_stats.unregisters;
     info->unsupported = ucm_uffd_stats.unsupported;
     info->busy        = ucm_uffd_stats.busy;
     snprintf(info->reason, sizeof(info->reason), "%s", ucm_uffd_reason);

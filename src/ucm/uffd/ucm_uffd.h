@@ -36,8 +36,10 @@ extern pthread_mutex_t ucm_uffd_lock;
 typedef struct ucm_uffd_span ucm_uffd_span_t;
 struct ucm_uffd_span {
     uintptr_t       start, end;  /* page aligned, end > start */
-    unsigned long   count;       /* subscriptions served (0: left registered
-                                    by a move, unowned) */
+    unsigned long   count;       /* subscriptions counted here */
+    uint64_t        seq;         /* lineage: set when registered, kept by
+                                    the remnants of a cut; subscriptions
+                                    hold it as their token */
     unsigned        prio;        /* treap heap key */
     ucm_uffd_span_t *left, *right;
 };
@@ -54,14 +56,15 @@ ucs_status_t ucm_uffd_table_reserve(unsigned need);
 /* Add [start, end) with count, which must not overlap any span.  Uses a
  * reserved node; UCS_ERR_NO_MEMORY if none is left and mmap fails. */
 ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
-                                unsigned long count);
+                                unsigned long count, uint64_t seq);
 
 /* Remove one span (from find/first_after). */
 void ucm_uffd_table_remove(ucm_uffd_span_t *span);
 
 /* Cut [start, end) out of every span: spans inside go away, spans that
  * stick out keep their remnants (with their count; a remnant that cannot
- * get a node is forgotten, which only leaves it registered unowned). */
+ * get a node is forgotten, which only leaves it registered unowned);
+ * remnants keep the span's seq. */
 void ucm_uffd_table_cut(uintptr_t start, uintptr_t end);
 
 /* Spans in the table. */

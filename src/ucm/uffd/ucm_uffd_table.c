@@ -153,7 +153,7 @@ static ucm_uffd_span_t *ucm_uffd_erase(ucm_uffd_span_t *t, ucm_uffd_span_t *n)
 }
 
 ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
-                                unsigned long count)
+                                unsigned long count, uint64_t seq)
 {
     ucm_uffd_span_t *node = ucm_uffd_node_get();
 
@@ -163,6 +163,7 @@ ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
     node->start   = start;
     node->end     = end;
     node->count   = count;
+    node->seq     = seq;
     node->prio    = ucm_uffd_random();
     node->left    = NULL;
     node->right   = NULL;
@@ -183,18 +184,20 @@ void ucm_uffd_table_cut(uintptr_t start, uintptr_t end)
     ucm_uffd_span_t *span;
     uintptr_t s, e;
     unsigned long count;
+    uint64_t seq;
 
     while (((span = ucm_uffd_table_first_after(start)) != NULL) &&
            (span->start < end)) {
         s     = span->start;
         e     = span->end;
         count = span->count;
+        seq   = span->seq;
         ucm_uffd_table_remove(span);
         if (s < start) {
-            (void)ucm_uffd_table_add(s, start, count);
+            (void)ucm_uffd_table_add(s, start, count, seq);
         }
         if (e > end) {
-            (void)ucm_uffd_table_add(end, e, count);
+            (void)ucm_uffd_table_add(end, e, count, seq);
             break;
         }
     }

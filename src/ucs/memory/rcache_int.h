@@ -53,6 +53,7 @@ typedef struct ucs_rcache_region_hdr {
     unsigned        fork_gen; /* cache fork generation at registration */
     unsigned        npfn;     /* page frames recorded (CHECK_PFN) */
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
+    uint64_t        uffd_token; /* UCS_RCACHE_REGION_FLAG_UFFD subscription */
 } __attribute__((aligned(16))) ucs_rcache_region_hdr_t;
 
 /* Hit counters, one cache line per thread slot (plain increments: counts

@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <thread>
 
 namespace {
@@ -47,6 +49,37 @@ bool reported_exactly(const void *addr, size_t len)
         }
     }
     return false;
+}
+
+/* Subscriptions by range (their tokens), for the tests' convenience. */
+std::mutex sub_lock;
+std::multimap<std::pair<uintptr_t, size_t>, uint64_t> sub_tokens;
+
+ucs_status_t uffd_sub(void *addr, size_t len)
+{
+    uint64_t token;
+    ucs_status_t status = ucm_uffd_subscribe(addr, len, &token);
+
+    if (status == UCS_OK) {
+        std::lock_guard<std::mutex> guard(sub_lock);
+        sub_tokens.insert({{(uintptr_t)addr, len}, token});
+    }
+    return status;
+}
+
+void uffd_unsub(void *addr, size_t len)
+{
+    uint64_t token;
+    {
+        std::lock_guard<std::mutex> guard(sub_lock);
+        auto it = sub_tokens.find({(uintptr_t)addr, len});
+        if (it == sub_tokens.end()) {
+            return;
+        }
+        token = it->second;
+        sub_tokens.erase(it);
+    }
+    ucm_uffd_unsubscribe(addr, len, token);
 }
 
 ucm_uffd_info_t uffd_info()
@@ -116,7 +149,7 @@ TEST_F(Uffd, RawMunmap)
     char *p         = map(16);
 
     ASSERT_TRUE(p != NULL);
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p + 2 * ps, 12 * ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(p + 2 * ps, 12 * ps));
     uint64_t old_pfn = pfn(p + 4 * ps);
     oracle::arm();
     ASSERT_EQ(0, syscall(SYS_munmap, p + 4 * ps, 4 * ps));
@@ -142,7 +175,7 @@ TEST_F(Uffd, RawMunmap)
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p + 10 * ps, 2 * ps));
 
-    ucm_uffd_unsubscribe(p + 2 * ps, 12 * ps);
+    uffd_unsub(p + 2 * ps, 12 * ps);
     ucm_orig_munmap(p, 16 * ps);
 }
 
@@ -155,12 +188,12 @@ TEST_F(Uffd, RawMremap)
     char *target    = (char*)free_range(4 * ps);
 
     ASSERT_TRUE((p != NULL) && (target != NULL));
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p, 4 * ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 4 * ps));
     uint64_t old_pfn = pfn(p);
     p[0]             = 42;
     oracle::arm();
     void *ret = (void*)syscall(SYS_mremap, p, 4 * ps, 4 * ps,
-                               MREMAP_MAYMOVE | MREMAP_FIXED, target);
+                               (long)(MREMAP_MAYMOVE | MREMAP_FIXED), target);
     ASSERT_EQ((void*)target, ret) << strerror(errno);
     settle();
     oracle::disarm();
@@ -168,7 +201,7 @@ TEST_F(Uffd, RawMremap)
     EXPECT_EQ(old_pfn, pfn(target));
     EXPECT_EQ(42, target[0]);
     EXPECT_FALSE(readable(p));
-    ucm_uffd_unsubscribe(p, 4 * ps);
+    uffd_unsub(p, 4 * ps);
     ucm_orig_munmap(target, 4 * ps);
 }
 
@@ -180,7 +213,7 @@ TEST_F(Uffd, RawMadviseDontneed)
     char *p         = map(4);
 
     ASSERT_TRUE(p != NULL);
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p, 4 * ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 4 * ps));
     memset(p, 7, 4 * ps);
     uint64_t old_pfn = pfn(p + ps);
     oracle::arm();
@@ -193,7 +226,7 @@ TEST_F(Uffd, RawMadviseDontneed)
     p[ps] = 1;
     EXPECT_NE(0u, pfn(p + ps));
     EXPECT_EQ(7, p[0]);
-    ucm_uffd_unsubscribe(p, 4 * ps);
+    uffd_unsub(p, 4 * ps);
     ucm_orig_munmap(p, 4 * ps);
 }
 
@@ -212,7 +245,7 @@ UCMT_CHILD_SCENARIO(uffd_missing_fault)
     }
     char *p = (char*)map_anon(4 * ps);
     memset(p, 7, 4 * ps);
-    if (ucm_uffd_subscribe(p, 4 * ps) != UCS_OK) {
+    if (uffd_sub(p, 4 * ps) != UCS_OK) {
         printf("subscribe failed\n");
         return 3;
     }
@@ -226,7 +259,7 @@ UCMT_CHILD_SCENARIO(uffd_missing_fault)
         printf("sum %d, faults %lu -> %lu\n", sum, faults, uffd_info().faults);
         return 4;
     }
-    ucm_uffd_unsubscribe(p, 4 * ps);
+    uffd_unsub(p, 4 * ps);
     return 0;
 }
 
@@ -256,7 +289,7 @@ TEST_F(Uffd, SecondOwnerBusy)
     ASSERT_EQ(0, ioctl(fd, UFFDIO_REGISTER, &reg)) << strerror(errno);
 
     unsigned long busy = uffd_info().busy;
-    EXPECT_EQ(UCS_ERR_BUSY, ucm_uffd_subscribe(p + ps, ps));
+    EXPECT_EQ(UCS_ERR_BUSY, uffd_sub(p + ps, ps));
     EXPECT_EQ(busy + 1, uffd_info().busy);
 
     ASSERT_EQ(4u, oracle::watch(p, 4 * ps));
@@ -290,8 +323,8 @@ TEST_F(Uffd, FileBackedUnsupported)
     touch(p, 4 * ps);
 
     unsigned long unsupported = uffd_info().unsupported;
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, ucm_uffd_subscribe(p, 4 * ps));
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, ucm_uffd_subscribe(p, ps));
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, uffd_sub(p, 4 * ps));
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, uffd_sub(p, ps));
     EXPECT_EQ(unsupported + 2, uffd_info().unsupported);
 
     ASSERT_EQ(4u, oracle::watch(p, 4 * ps));
@@ -321,7 +354,7 @@ TEST_F(Uffd, DlcloseBss)
     char *end    = (char*)align_down((uintptr_t)bss + size, ps);
     size_t len   = end - start;
     memset(bss, 1, size);
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(start, len));
+    ASSERT_EQ(UCS_OK, uffd_sub(start, len));
     uint64_t old = pfn(start);
     EXPECT_NE(0u, old);
 
@@ -337,7 +370,7 @@ TEST_F(Uffd, DlcloseBss)
     }
     EXPECT_TRUE(found) << "no VM_UNMAPPED covering the .bss";
     EXPECT_NE(old, pfn(start));
-    ucm_uffd_unsubscribe(start, len);
+    uffd_unsub(start, len);
 }
 
 /* fork() with subscribed ranges: the child's mappings are not registered
@@ -349,7 +382,7 @@ TEST_F(Uffd, Fork)
     char *p         = map(8);
 
     ASSERT_TRUE(p != NULL);
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p, 8 * ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 8 * ps));
     unsigned long events = uffd_info().events;
 
     pid_t pid = fork();
@@ -368,7 +401,7 @@ TEST_F(Uffd, Fork)
         if (!reported_exactly(p + ps, ps)) {
             _exit(12);
         }
-        if (ucm_uffd_subscribe(p + 2 * ps, 2 * ps) != UCS_OK) {
+        if (uffd_sub(p + 2 * ps, 2 * ps) != UCS_OK) {
             _exit(13); /* restarted in the child */
         }
         oracle::reset();
@@ -392,38 +425,43 @@ TEST_F(Uffd, Fork)
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p, 8 * ps));
-    ucm_uffd_unsubscribe(p, 8 * ps);
+    uffd_unsub(p, 8 * ps);
 }
 
-/* Subscriptions inside a registered span cost no system call; spans are
- * unregistered when their last subscription goes. */
-TEST_F(Uffd, Dedup)
+/* Subscriptions inside a registered span cost no system call; a span
+ * whose subscriptions are all gone stays registered (idle: still reported,
+ * reused without a system call) until it is unmapped. */
+TEST_F(Uffd, DedupAndIdleSpans)
 {
     const size_t ps      = page_size();
     char *p              = map(8);
     ucm_uffd_info_t info = uffd_info();
 
     ASSERT_TRUE(p != NULL);
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p, 8 * ps));
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p + ps, 2 * ps));
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p + 3, 5)); /* widened to a page */
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 8 * ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(p + ps, 2 * ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(p + 3, 5)); /* widened to a page */
     ucm_uffd_info_t after = uffd_info();
     EXPECT_EQ(info.registers + 1, after.registers);
     EXPECT_EQ(info.dedups + 2, after.dedups);
     EXPECT_EQ(info.spans + 1, after.spans);
-    ucm_uffd_unsubscribe(p + ps, 2 * ps);
-    ucm_uffd_unsubscribe(p + 3, 5);
-    EXPECT_EQ(info.unregisters, uffd_info().unregisters);
-    ucm_uffd_unsubscribe(p, 8 * ps);
-    EXPECT_EQ(info.unregisters + 1, uffd_info().unregisters);
-    EXPECT_EQ(info.spans, uffd_info().spans);
+    uffd_unsub(p + ps, 2 * ps);
+    uffd_unsub(p + 3, 5);
+    uffd_unsub(p, 8 * ps);
+    EXPECT_EQ(info.spans + 1, uffd_info().spans); /* idle */
 
-    /* unsubscribed: no longer reported */
+    /* reused without a system call */
+    ASSERT_EQ(UCS_OK, uffd_sub(p + 4 * ps, ps));
+    EXPECT_EQ(info.registers + 1, uffd_info().registers);
+    uffd_unsub(p + 4 * ps, ps);
+
+    /* still reported; the unmap ends the registration and the span */
     oracle::arm();
     ASSERT_EQ(0, syscall(SYS_munmap, p, 8 * ps));
     settle();
     oracle::disarm();
-    EXPECT_TRUE(oracle::events(UCM_EVENT_VM_UNMAPPED, p, 8 * ps).empty());
+    EXPECT_TRUE(reported_exactly(p, 8 * ps));
+    EXPECT_EQ(info.spans, uffd_info().spans);
 }
 
 /* Many disjoint spans (the table is a tree: this must stay fast enough
@@ -437,15 +475,23 @@ TEST_F(Uffd, ManySpans)
 
     ASSERT_NE(MAP_FAILED, (void*)p);
     for (size_t i = 0; i < n; ++i) {
-        ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p + 2 * i * ps, ps));
+        ASSERT_EQ(UCS_OK, uffd_sub(p + 2 * i * ps, ps));
     }
     EXPECT_EQ(spans + n, uffd_info().spans);
     for (size_t i = 0; i < n; ++i) {
         size_t j = (i * 7919) % n;
-        ucm_uffd_unsubscribe(p + 2 * j * ps, ps);
+        uffd_unsub(p + 2 * j * ps, ps);
     }
-    EXPECT_EQ(spans, uffd_info().spans);
+    EXPECT_EQ(spans + n, uffd_info().spans); /* idle until unmapped */
+    /* every second one by itself (the event splits nothing), then all */
+    for (size_t i = 0; i < n; i += 2) {
+        ASSERT_EQ(0, ucm_orig_munmap(p + 2 * i * ps, ps));
+    }
+    settle();
+    EXPECT_EQ(spans + n / 2, uffd_info().spans);
     ucm_orig_munmap(p, 2 * n * ps);
+    settle();
+    EXPECT_EQ(spans, uffd_info().spans);
 }
 
 /* Two threads: one subscribes, raw-unmaps and remaps ranges at the same
@@ -463,19 +509,19 @@ TEST_F(Uffd, TwoThreadStress)
     ASSERT_TRUE((a != NULL) && (b != NULL));
     std::thread other([&]() {
         while (!stop.load()) {
-            ucm_uffd_subscribe(b, 4 * ps);
-            ucm_uffd_unsubscribe(b, 4 * ps);
+            uffd_sub(b, 4 * ps);
+            uffd_unsub(b, 4 * ps);
         }
     });
     for (unsigned i = 0; i < iter; ++i) {
-        ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(a, 4 * ps));
+        ASSERT_EQ(UCS_OK, uffd_sub(a, 4 * ps));
         oracle::reset();
         oracle::arm();
         ASSERT_EQ(0, syscall(SYS_munmap, a, 4 * ps));
         ucm_uffd_drain_wait();
         oracle::disarm();
         missed += !reported_exactly(a, 4 * ps);
-        ucm_uffd_unsubscribe(a, 4 * ps);
+        uffd_unsub(a, 4 * ps);
         ASSERT_EQ((void*)a, ucm_orig_mmap(a, 4 * ps, RW,
                                           ANON_FLAGS | MAP_FIXED, -1, 0));
     }
@@ -516,7 +562,7 @@ UCMT_CHILD_SCENARIO(uffd_unavailable)
         return 4;
     }
     char buf[64];
-    if (ucm_uffd_subscribe(buf, sizeof(buf)) != UCS_ERR_UNSUPPORTED) {
+    if (uffd_sub(buf, sizeof(buf)) != UCS_ERR_UNSUPPORTED) {
         return 5;
     }
     ucm_uffd_configure(UCM_UFFD_MODE_YES, 0);
