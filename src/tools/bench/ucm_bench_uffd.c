@@ -26,10 +26,7 @@
 
 #define BENCH_ROUNDS 5
 
-typedef enum {
-    BENCH_UNSUBSCRIBED,
-    BENCH_SUBSCRIBED
-} bench_kind_t;
+typedef enum { BENCH_UNSUBSCRIBED, BENCH_SUBSCRIBED } bench_kind_t;
 
 static unsigned bench_iters = 20000;
 static size_t bench_pages   = 1;
@@ -66,8 +63,7 @@ static uint64_t bench_token;
 
 static void bench_subscribe(char *p)
 {
-    if (ucm_uffd_subscribe(p, bench_pages * bench_ps, &bench_token) !=
-        UCS_OK) {
+    if (ucm_uffd_subscribe(p, bench_pages * bench_ps, &bench_token) != UCS_OK) {
         fprintf(stderr, "subscribe failed\n");
         exit(1);
     }
@@ -134,10 +130,10 @@ static void bench_subscription(double *fresh_p, double *dedup_p,
             t0 = bench_now_ns();
             bench_subscribe(p);
             t_fresh += bench_now_ns() - t0;
-            t0       = bench_now_ns();
+            t0 = bench_now_ns();
             bench_unsubscribe(p);
             t_unsub += bench_now_ns() - t0;
-            t0       = bench_now_ns();
+            t0 = bench_now_ns();
             bench_subscribe(p); /* the span is idle now */
             t_dedup += bench_now_ns() - t0;
             bench_unsubscribe(p);
@@ -199,8 +195,7 @@ int main(int argc, char **argv)
     printf("range: %zu page(s), %u iterations, best of %d rounds\n",
            bench_pages, bench_iters, BENCH_ROUNDS);
     printf("%-44s %10s %9s\n", "case", "ns/op", "ratio");
-    bench_row("munmap, no monitor (UCX_MEM_UFFD=no)", base_munmap,
-              base_munmap);
+    bench_row("munmap, no monitor (UCX_MEM_UFFD=no)", base_munmap, base_munmap);
     bench_row("munmap, monitor on, range unsubscribed",
               bench_unmap(BENCH_UNSUBSCRIBED, 0), base_munmap);
     bench_row("munmap, monitor on, range subscribed",
@@ -215,6 +210,7 @@ int main(int argc, char **argv)
     bench_row("subscribe, inside a registered span", dedup, base_munmap);
     bench_row("unsubscribe (no system call)", unsub, base_munmap);
     printf("(ratios: against the no-monitor munmap/madvise of the same "
-           "range; events seen %lu)\n", bench_events);
+           "range; events seen %lu)\n",
+           bench_events);
     return 0;
 }

@@ -21,6 +21,7 @@
  *    the child closes the inherited descriptor (reading it would steal the
  *    parent's events) and starts its own monitor at its next subscription.
  */
+#include "config.h"
 #include "ucm_uffd.h"
 
 #include <ucm/event/ucm_event.h>
@@ -50,21 +51,21 @@
 #define UFFD_USER_MODE_ONLY 1
 #endif
 
-#define UCM_UFFD_FEATURES_NEEDED \
-    (UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE | \
+#define UCM_UFFD_FEATURES_NEEDED                                               \
+    (UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |                    \
      UFFD_FEATURE_EVENT_REMAP)
-#define UCM_UFFD_FEATURES_WANTED \
-    (UCM_UFFD_FEATURES_NEEDED | UFFD_FEATURE_MISSING_SHMEM | \
+#define UCM_UFFD_FEATURES_WANTED                                               \
+    (UCM_UFFD_FEATURES_NEEDED | UFFD_FEATURE_MISSING_SHMEM |                   \
      UFFD_FEATURE_MISSING_HUGETLBFS | UFFD_FEATURE_WP_HUGETLBFS_SHMEM)
 
 /* Free nodes kept for the monitor (each event may split one span). */
 #define UCM_UFFD_SPARE_NODES 64
-#define UCM_UFFD_BATCH       32
+#define UCM_UFFD_BATCH 32
 
 enum {
-    UCM_UFFD_STATE_IDLE,   /* not opened (yet, or again in a child) */
+    UCM_UFFD_STATE_IDLE, /* not opened (yet, or again in a child) */
     UCM_UFFD_STATE_ACTIVE,
-    UCM_UFFD_STATE_FAILED  /* off, unavailable: reason says why */
+    UCM_UFFD_STATE_FAILED /* off, unavailable: reason says why */
 };
 
 /* One log line per kind of refusal, per process. */
@@ -84,9 +85,11 @@ static const char *ucm_uffd_reg_mode_names[] = {"wp", "missing", NULL};
 
 ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0};
 
-#define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _names) \
-    {_name, _dfl, _doc, offsetof(ucm_uffd_opts_t, _field), \
-     UCS_CONFIG_TYPE_ENUM, _names}
+#define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _names)                      \
+    {                                                                          \
+        _name, _dfl, _doc, offsetof(ucm_uffd_opts_t, _field),                  \
+            UCS_CONFIG_TYPE_ENUM, _names                                       \
+    }
 
 const ucs_config_field_t ucm_uffd_config_table[] = {
     UCM_UFFD_FIELD("MEM_UFFD", "try",
@@ -98,10 +101,9 @@ const ucs_config_field_t ucm_uffd_config_table[] = {
                    "userfaultfd registration: wp (never faults) or missing "
                    "(faults on unpopulated pages, resolved with zero pages)",
                    register_missing, ucm_uffd_reg_mode_names),
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
-static int ucm_uffd_state        = UCM_UFFD_STATE_IDLE;
-static int ucm_uffd_fd           = -1;
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
+static int ucm_uffd_state = UCM_UFFD_STATE_IDLE;
+static int ucm_uffd_fd    = -1;
 static uint64_t ucm_uffd_features;
 static uint64_t ucm_uffd_seq; /* last span lineage handed out */
 static int ucm_uffd_atfork_done;
@@ -115,7 +117,7 @@ static struct {
     unsigned long events, faults; /* atomic (monitor thread) */
 } ucm_uffd_stats;
 
-#define ucm_uffd_stat_add(_field) \
+#define ucm_uffd_stat_add(_field)                                              \
     __atomic_add_fetch(&ucm_uffd_stats._field, 1, __ATOMIC_RELAXED)
 
 static int ucm_uffd_first(int kind)
@@ -136,7 +138,7 @@ static void ucm_uffd_dispatch(uintptr_t start, uintptr_t end)
     ucm_rcu_read_lock();
     list = ucm_event_list_get();
     if (list->events & UCM_EVENT_VM_UNMAPPED) {
-        event.vm_unmapped.address = (void*)start;
+        event.vm_unmapped.address = (void *)start;
         event.vm_unmapped.size    = end - start;
         ucm_event_call_all(list, UCM_EVENT_VM_UNMAPPED, &event);
     }
@@ -161,8 +163,8 @@ static void ucm_uffd_resolve_fault(uintptr_t addr)
     }
     if (ucm_uffd_first(UCM_UFFD_ONCE_FAULT)) {
         ucm_warn("userfaultfd: cannot resolve a fault at 0x%lx (%s); "
-                 "unregistering it, hooks only there", (unsigned long)addr,
-                 strerror(errno));
+                 "unregistering it, hooks only there",
+                 (unsigned long)addr, strerror(errno));
     }
     (void)ioctl(ucm_uffd_fd, UFFDIO_UNREGISTER, &range);
 }
@@ -211,8 +213,8 @@ static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
 
 static void *ucm_uffd_monitor(void *arg)
 {
-    int fd                 = (int)(intptr_t)arg;
-    struct pollfd pfd      = {fd, POLLIN, 0};
+    int fd            = (int)(intptr_t)arg;
+    struct pollfd pfd = {fd, POLLIN, 0};
     struct uffd_msg msgs[UCM_UFFD_BATCH];
     ssize_t ret;
 
@@ -339,7 +341,8 @@ static void ucm_uffd_open_locked(void)
     }
     if ((api.features & UCM_UFFD_FEATURES_NEEDED) != UCM_UFFD_FEATURES_NEEDED) {
         ucm_uffd_fail_locked("kernel lacks UFFD_FEATURE_EVENT_UNMAP/REMOVE/"
-                             "REMAP", 0);
+                             "REMAP",
+                             0);
         return;
     }
 
@@ -370,8 +373,8 @@ static void ucm_uffd_open_locked(void)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    err = pthread_create(&thread, &attr, ucm_uffd_monitor,
-                         (void*)(intptr_t)fd);
+    err =
+        pthread_create(&thread, &attr, ucm_uffd_monitor, (void *)(intptr_t)fd);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {
@@ -420,8 +423,8 @@ static ucs_status_t ucm_uffd_register_locked(uintptr_t start, uintptr_t end)
     memset(&reg, 0, sizeof(reg));
     reg.range.start = start;
     reg.range.len   = end - start;
-    reg.mode        = ucm_uffd_opts.register_missing ? UFFDIO_REGISTER_MODE_MISSING :
-                                             UFFDIO_REGISTER_MODE_WP;
+    reg.mode = ucm_uffd_opts.register_missing ? UFFDIO_REGISTER_MODE_MISSING
+                                              : UFFDIO_REGISTER_MODE_WP;
     if (ioctl(ucm_uffd_fd, UFFDIO_REGISTER, &reg) == 0) {
         ++ucm_uffd_stats.registers;
         return UCS_OK;
@@ -436,8 +439,8 @@ static ucs_status_t ucm_uffd_register_locked(uintptr_t start, uintptr_t end)
         return UCS_ERR_BUSY;
     }
     ++ucm_uffd_stats.unsupported;
-    if (ucm_uffd_first((errno == EINVAL) ? UCM_UFFD_ONCE_UNSUPPORTED :
-                                           UCM_UFFD_ONCE_OTHER)) {
+    if (ucm_uffd_first((errno == EINVAL) ? UCM_UFFD_ONCE_UNSUPPORTED
+                                         : UCM_UFFD_ONCE_OTHER)) {
         ucm_diag("userfaultfd: cannot register [0x%lx, 0x%lx): %s (e.g. a "
                  "file-backed mapping); hooks only for such ranges",
                  (unsigned long)start, (unsigned long)end, strerror(errno));
@@ -491,8 +494,8 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
      * mapping made there later would not be registered).  A hole made
      * after this check by an unmap of a registered range is cut from the
      * span by the monitor, which waits for ucm_uffd_lock. */
-    if (ucm_sys_is_err(ucm_sys_syscall6(SYS_msync, start, end - start,
-                                        MS_ASYNC, 0, 0, 0))) {
+    if (ucm_sys_is_err(ucm_sys_syscall6(SYS_msync, start, end - start, MS_ASYNC,
+                                        0, 0, 0))) {
         status = UCS_ERR_INVALID_ADDR;
         goto out;
     }
@@ -507,8 +510,8 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     e = end;
     while (((span = ucm_uffd_table_first_after(start)) != NULL) &&
            (span->start < end)) {
-        s      = (span->start < s) ? span->start : s;
-        e      = (span->end > e) ? span->end : e;
+        s = (span->start < s) ? span->start : s;
+        e = (span->end > e) ? span->end : e;
         count += span->count;
         ucm_uffd_table_remove(span);
     }
@@ -572,7 +575,7 @@ ucs_status_t ucm_uffd_configure(int mode, int register_missing)
         return UCS_ERR_INVALID_PARAM;
     }
     pthread_mutex_lock(&ucm_uffd_lock);
-    ucm_uffd_opts.mode        = mode;
+    ucm_uffd_opts.mode             = mode;
     ucm_uffd_opts.register_missing = !!register_missing;
     if (ucm_uffd_state == UCM_UFFD_STATE_FAILED) {
         ucm_uffd_state = UCM_UFFD_STATE_IDLE; /* the next start tries again */

@@ -35,12 +35,12 @@ extern pthread_mutex_t ucm_uffd_lock;
 
 typedef struct ucm_uffd_span ucm_uffd_span_t;
 struct ucm_uffd_span {
-    uintptr_t       start, end;  /* page aligned, end > start */
-    unsigned long   count;       /* subscriptions counted here */
-    uint64_t        seq;         /* lineage: set when registered, kept by
-                                    the remnants of a cut; subscriptions
-                                    hold it as their token */
-    unsigned        prio;        /* treap heap key */
+    uintptr_t start, end; /* page aligned, end > start */
+    unsigned long count;  /* subscriptions counted here */
+    uint64_t seq;         /* lineage: set when registered, kept by
+                             the remnants of a cut; subscriptions
+                             hold it as their token */
+    unsigned prio;        /* treap heap key */
     ucm_uffd_span_t *left, *right;
 };
 

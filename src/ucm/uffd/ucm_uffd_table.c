@@ -47,7 +47,7 @@ ucs_status_t ucm_uffd_table_reserve(unsigned need)
         if (ucm_sys_is_err(ret)) {
             return UCS_ERR_NO_MEMORY;
         }
-        chunk = (ucm_uffd_span_t*)ret;
+        chunk = (ucm_uffd_span_t *)ret;
         n     = UCM_UFFD_CHUNK_SIZE / sizeof(*chunk);
         for (i = 0; i < n; ++i) {
             ucm_uffd_node_put(&chunk[i]);

@@ -20,7 +20,8 @@ ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache)
     status = ucm_uffd_start(&active);
     if (status != UCS_OK) {
         ucs_rcache_error("%s: UCX_MEM_UFFD=yes, but userfaultfd is "
-                         "unavailable (see ucm_info)", rcache->name);
+                         "unavailable (see ucm_info)",
+                         rcache->name);
         return status;
     }
     rcache->uffd = active;
@@ -32,10 +33,9 @@ void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
 {
     /* a refusal (file-backed, another owner) leaves the hooks in charge */
     if (rcache->uffd &&
-        (ucm_uffd_subscribe((void*)region->super.start,
-                            ucs_rcache_region_size(region),
-                            &ucs_rcache_region_hdr(region)->uffd_token) ==
-         UCS_OK)) {
+        (ucm_uffd_subscribe(
+             (void *)region->super.start, ucs_rcache_region_size(region),
+             &ucs_rcache_region_hdr(region)->uffd_token) == UCS_OK)) {
         region->flags |= UCS_RCACHE_REGION_FLAG_UFFD;
     }
 }
@@ -48,7 +48,7 @@ void ucs_rcache_uffd_unsubscribe(ucs_rcache_t *rcache,
     }
     /* a forked child's mappings were never registered by it */
     if (ucs_rcache_region_hdr(region)->fork_gen == rcache->fork_gen) {
-        ucm_uffd_unsubscribe((void*)region->super.start,
+        ucm_uffd_unsubscribe((void *)region->super.start,
                              ucs_rcache_region_size(region),
                              ucs_rcache_region_hdr(region)->uffd_token);
     }

@@ -32,7 +32,8 @@
 #include <mutex>
 #include <thread>
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
@@ -90,8 +91,9 @@ ucm_uffd_info_t uffd_info()
     return info;
 }
 
-class Uffd : public ucmt::test {
-protected:
+class Uffd : public ucmt::test
+{
+  protected:
     void SetUp() override
     {
         ucmt::test::SetUp();
@@ -117,7 +119,7 @@ protected:
     /* anonymous pages, touched, no THP (frames must stay put) */
     char *map(size_t npages)
     {
-        char *p = (char*)map_anon(npages * page_size());
+        char *p = (char *)map_anon(npages * page_size());
         if (p != NULL) {
             no_thp(p, npages * page_size());
         }
@@ -185,16 +187,16 @@ TEST_F(Uffd, RawMremap)
 {
     const size_t ps = page_size();
     char *p         = map(4);
-    char *target    = (char*)free_range(4 * ps);
+    char *target    = (char *)free_range(4 * ps);
 
     ASSERT_TRUE((p != NULL) && (target != NULL));
     ASSERT_EQ(UCS_OK, uffd_sub(p, 4 * ps));
     uint64_t old_pfn = pfn(p);
     p[0]             = 42;
     oracle::arm();
-    void *ret = (void*)syscall(SYS_mremap, p, 4 * ps, 4 * ps,
-                               (long)(MREMAP_MAYMOVE | MREMAP_FIXED), target);
-    ASSERT_EQ((void*)target, ret) << strerror(errno);
+    void *ret = (void *)syscall(SYS_mremap, p, 4 * ps, 4 * ps,
+                                (long)(MREMAP_MAYMOVE | MREMAP_FIXED), target);
+    ASSERT_EQ((void *)target, ret) << strerror(errno);
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p, 4 * ps));
@@ -243,7 +245,7 @@ UCMT_CHILD_SCENARIO(uffd_missing_fault)
         printf("monitor not active\n");
         return 2;
     }
-    char *p = (char*)map_anon(4 * ps);
+    char *p = (char *)map_anon(4 * ps);
     memset(p, 7, 4 * ps);
     if (uffd_sub(p, 4 * ps) != UCS_OK) {
         printf("subscribe failed\n");
@@ -318,8 +320,8 @@ TEST_F(Uffd, FileBackedUnsupported)
         GTEST_SKIP() << "current directory is on tmpfs";
     }
     ASSERT_EQ(0, ftruncate(fd, 4 * ps));
-    char *p = (char*)mmap(NULL, 4 * ps, RW, MAP_SHARED, fd, 0);
-    ASSERT_NE(MAP_FAILED, (void*)p);
+    char *p = (char *)mmap(NULL, 4 * ps, RW, MAP_SHARED, fd, 0);
+    ASSERT_NE(MAP_FAILED, (void *)p);
     touch(p, 4 * ps);
 
     unsigned long unsupported = uffd_info().unsupported;
@@ -344,15 +346,15 @@ TEST_F(Uffd, DlcloseBss)
     void *handle    = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
 
     ASSERT_TRUE(handle != NULL) << dlerror();
-    typedef char *(*get_fn)(size_t*);
+    typedef char *(*get_fn)(size_t *);
     get_fn get = (get_fn)dlsym(handle, "ucmt_uffd_bss_get");
     ASSERT_TRUE(get != NULL);
     size_t size;
-    char *bss    = get(&size);
+    char *bss = get(&size);
     /* whole pages past the file-backed start of the segment */
-    char *start  = (char*)align_up((uintptr_t)bss + ps, ps);
-    char *end    = (char*)align_down((uintptr_t)bss + size, ps);
-    size_t len   = end - start;
+    char *start = (char *)align_up((uintptr_t)bss + ps, ps);
+    char *end   = (char *)align_down((uintptr_t)bss + size, ps);
+    size_t len  = end - start;
     memset(bss, 1, size);
     ASSERT_EQ(UCS_OK, uffd_sub(start, len));
     uint64_t old = pfn(start);
@@ -365,8 +367,8 @@ TEST_F(Uffd, DlcloseBss)
     bool found = false;
     for (const event_record &e :
          oracle::events(UCM_EVENT_VM_UNMAPPED, start, len)) {
-        found |= (e.addr <= (uintptr_t)start) &&
-                 (e.addr + e.len >= (uintptr_t)end);
+        found |=
+            (e.addr <= (uintptr_t)start) && (e.addr + e.len >= (uintptr_t)end);
     }
     EXPECT_TRUE(found) << "no VM_UNMAPPED covering the .bss";
     EXPECT_NE(old, pfn(start));
@@ -416,7 +418,7 @@ TEST_F(Uffd, Fork)
     bool timed_out;
     ASSERT_TRUE(wait_child(pid, 60, &status, &timed_out));
     EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
-            << "child status 0x" << std::hex << status;
+        << "child status 0x" << std::hex << status;
     /* the child's unmaps were not the parent's events */
     EXPECT_EQ(events, uffd_info().events);
 
@@ -470,10 +472,10 @@ TEST_F(Uffd, ManySpans)
 {
     const size_t ps = page_size();
     const size_t n  = scaled(4096, 256);
-    char *p         = (char*)mmap(NULL, 2 * n * ps, RW, ANON_FLAGS, -1, 0);
+    char *p         = (char *)mmap(NULL, 2 * n * ps, RW, ANON_FLAGS, -1, 0);
     size_t spans    = uffd_info().spans;
 
-    ASSERT_NE(MAP_FAILED, (void*)p);
+    ASSERT_NE(MAP_FAILED, (void *)p);
     for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(UCS_OK, uffd_sub(p + 2 * i * ps, ps));
     }
@@ -504,7 +506,7 @@ TEST_F(Uffd, TwoThreadStress)
     char *a             = map(4);
     char *b             = map(4);
     std::atomic<bool> stop(false);
-    unsigned missed     = 0;
+    unsigned missed = 0;
 
     ASSERT_TRUE((a != NULL) && (b != NULL));
     std::thread other([&]() {
@@ -522,8 +524,8 @@ TEST_F(Uffd, TwoThreadStress)
         oracle::disarm();
         missed += !reported_exactly(a, 4 * ps);
         uffd_unsub(a, 4 * ps);
-        ASSERT_EQ((void*)a, ucm_orig_mmap(a, 4 * ps, RW,
-                                          ANON_FLAGS | MAP_FIXED, -1, 0));
+        ASSERT_EQ((void *)a,
+                  ucm_orig_mmap(a, 4 * ps, RW, ANON_FLAGS | MAP_FIXED, -1, 0));
     }
     stop = true;
     other.join();
@@ -536,8 +538,8 @@ TEST_F(Uffd, TwoThreadStress)
  * back (inactive, reason given), yes returns an error. */
 UCMT_CHILD_SCENARIO(uffd_unavailable)
 {
-    const char *err  = getenv("UCMT_UFFD_ERRNO");
-    unsigned errnum  = (err != NULL) ? atoi(err) : ENOSYS;
+    const char *err             = getenv("UCMT_UFFD_ERRNO");
+    unsigned errnum             = (err != NULL) ? atoi(err) : ENOSYS;
     struct sock_filter filter[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_userfaultfd, 0, 1),
@@ -575,9 +577,9 @@ UCMT_CHILD_SCENARIO(uffd_unavailable)
 TEST(UffdUnavailable, EnosysAndEperm)
 {
     for (const char *err : {"38" /* ENOSYS */, "1" /* EPERM */}) {
-        child_result r = run_self("uffd_unavailable",
-                                  {{"UCMT_UFFD_ERRNO", err},
-                                   {"UCX_MEM_UFFD", "try"}});
+        child_result r =
+            run_self("uffd_unavailable",
+                     {{"UCMT_UFFD_ERRNO", err}, {"UCX_MEM_UFFD", "try"}});
         EXPECT_TRUE(r.exited_ok()) << r.str();
         /* under yes: exactly one error line */
         size_t lines = 0;
@@ -610,9 +612,8 @@ TEST(UffdConfig, Values)
     EXPECT_NE(std::string::npos, r.out.find("mode=1")) << r.str();
     EXPECT_NE(std::string::npos, r.err.find("UCX_MEM_UFFD: invalid value "
                                             "'maybe'"))
-            << r.str();
-    EXPECT_EQ(1, (int)std::count(r.err.begin(), r.err.end(), '\n'))
-            << r.str();
+        << r.str();
+    EXPECT_EQ(1, (int)std::count(r.err.begin(), r.err.end(), '\n')) << r.str();
 }
 
 } // namespace

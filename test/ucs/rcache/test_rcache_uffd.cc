@@ -27,7 +27,8 @@
 
 using namespace rcache_test;
 
-namespace {
+namespace
+{
 
 const int RW    = PROT_READ | PROT_WRITE;
 const int FIXED = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
@@ -36,8 +37,8 @@ const int FIXED = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
  * takes longs: every argument is passed as one) */
 void remap_fresh(void *addr, size_t len)
 {
-    void *p = (void*)syscall(SYS_mmap, (long)addr, (long)len, (long)RW,
-                             (long)FIXED, -1l, 0l);
+    void *p = (void *)syscall(SYS_mmap, (long)addr, (long)len, (long)RW,
+                              (long)FIXED, -1l, 0l);
     ASSERT_EQ(addr, p);
     memset(addr, 3, len);
 }
@@ -50,8 +51,9 @@ bool on_valgrind()
 
 } // namespace
 
-class rcache_uffd : public rcache_fixture {
-protected:
+class rcache_uffd : public rcache_fixture
+{
+  protected:
     void SetUp() override
     {
         int active = 0;
@@ -72,7 +74,7 @@ protected:
     template <typename F> void check_fresh_after(size_t npages, F unmap)
     {
         const size_t len = npages * page_size;
-        char *buf        = (char*)map(npages);
+        char *buf        = (char *)map(npages);
         memset(buf, 1, len);
         test_region *r = get(buf, len);
         ASSERT_TRUE(r != nullptr);
@@ -106,12 +108,11 @@ TEST_F(rcache_uffd, raw_munmap_partial)
 TEST_F(rcache_uffd, raw_mremap)
 {
     check_fresh_after(4, [](char *buf, size_t len) {
-        void *dst = mmap(nullptr, len, RW, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                         0);
+        void *dst = mmap(nullptr, len, RW, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         ASSERT_NE(MAP_FAILED, dst);
-        ASSERT_EQ(dst, (void*)syscall(SYS_mremap, buf, len, len,
-                                      (long)(MREMAP_MAYMOVE | MREMAP_FIXED),
-                                      dst));
+        ASSERT_EQ(dst,
+                  (void *)syscall(SYS_mremap, buf, len, len,
+                                  (long)(MREMAP_MAYMOVE | MREMAP_FIXED), dst));
         munmap(dst, len);
     });
 }
@@ -119,7 +120,7 @@ TEST_F(rcache_uffd, raw_mremap)
 TEST_F(rcache_uffd, raw_madvise_dontneed)
 {
     const size_t len = 4 * page_size;
-    char *buf        = (char*)map(4);
+    char *buf        = (char *)map(4);
     memset(buf, 1, len);
     test_region *r = get(buf, len);
     ASSERT_TRUE(r != nullptr);
@@ -140,7 +141,7 @@ TEST_F(rcache_uffd, raw_madvise_dontneed)
 TEST_F(rcache_uffd, idle_span_reused_until_unmapped)
 {
     ucm_uffd_info_t before, after;
-    char *buf = (char*)map(4);
+    char *buf = (char *)map(4);
 
     ucm_uffd_query(&before);
     test_region *r = get(buf, 4 * page_size);
@@ -174,7 +175,7 @@ TEST_F(rcache_uffd, two_thread_stress)
     /* both mapped first: a hole one thread leaves must not become the
      * other's buffer */
     const size_t len = 2 * page_size;
-    char *bufs[2]    = {(char*)map(2), (char*)map(2)};
+    char *bufs[2]    = {(char *)map(2), (char *)map(2)};
     auto worker      = [&](char *buf) {
         memset(buf, 1, len);
         for (unsigned i = 0; i < iters; ++i) {
@@ -184,12 +185,13 @@ TEST_F(rcache_uffd, two_thread_stress)
                 ++failed;
                 break;
             }
-            test_region *r = reinterpret_cast<test_region*>(region);
+            test_region *r  = reinterpret_cast<test_region *>(region);
             std::string bad = check_region(r, (uintptr_t)buf, len);
             if (!bad.empty() && (stale++ == 0)) {
                 printf("first stale hit (iteration %u, region [0x%lx, "
-                       "0x%lx), buffer %p): %s\n", i, r->super.super.start,
-                       r->super.super.end, buf, bad.c_str());
+                                 "0x%lx), buffer %p): %s\n",
+                            i, r->super.super.start, r->super.super.end, buf,
+                            bad.c_str());
             }
             ucs_rcache_region_put(m_rcache, region);
             /* new frames behind every hook; no moment where the address
@@ -215,7 +217,7 @@ TEST_F(rcache_uffd, two_thread_stress)
 TEST_F(rcache_uffd, fork_child_cache)
 {
     const size_t len = 4 * page_size;
-    char *buf        = (char*)map(4);
+    char *buf        = (char *)map(4);
     memset(buf, 1, len);
     test_region *r = get(buf, len);
     ASSERT_TRUE(r != nullptr);
@@ -238,7 +240,7 @@ TEST_F(rcache_uffd, fork_child_cache)
             UCS_OK) {
             _exit(3);
         }
-        bad = check_region(reinterpret_cast<test_region*>(region),
+        bad = check_region(reinterpret_cast<test_region *>(region),
                            (uintptr_t)buf, len);
         ret = bad.empty() ? 0 : 4;
         ucs_rcache_region_put(m_rcache, region);
@@ -248,11 +250,10 @@ TEST_F(rcache_uffd, fork_child_cache)
     int status = 0;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
-            << "child status 0x" << std::hex << status;
+        << "child status 0x" << std::hex << status;
     /* the parent still sees its own raw unmaps */
-    check_fresh_after(2, [](char *b, size_t l) {
-        ASSERT_EQ(0, syscall(SYS_munmap, b, l));
-    });
+    check_fresh_after(
+        2, [](char *b, size_t l) { ASSERT_EQ(0, syscall(SYS_munmap, b, l)); });
     munmap(buf, len);
 }
 
@@ -289,5 +290,5 @@ TEST_F(rcache_uffd, yes_without_userfaultfd_fails)
     int status = 0;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
-            << "child status 0x" << std::hex << status;
+        << "child status 0x" << std::hex << status;
 }
