@@ -592,6 +592,54 @@ TEST(UffdUnavailable, EnosysAndEperm)
     }
 }
 
+/* vm.unprivileged_userfaultfd=0 without CAP_SYS_PTRACE: userfaultfd()
+ * fails with EPERM unless UFFD_USER_MODE_ONLY is given (seccomp refuses
+ * exactly that): the monitor starts with the flag. */
+UCMT_CHILD_SCENARIO(uffd_user_mode_only)
+{
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_userfaultfd, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                 offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, UFFD_USER_MODE_ONLY, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof(filter) / sizeof(filter[0]), filter};
+    const size_t ps        = page_size();
+    int active             = 0;
+
+    if ((prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ||
+        (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)) {
+        printf("seccomp: %s\n", strerror(errno));
+        return 2;
+    }
+    if (syscall(SYS_userfaultfd, O_CLOEXEC) >= 0) {
+        printf("filter did not refuse the privileged form\n");
+        return 3;
+    }
+    if ((ucm_uffd_start(&active) != UCS_OK) || !active) {
+        printf("not active: %s\n", uffd_info().reason);
+        return 4;
+    }
+    /* and it works: a raw unmap of a subscribed range is reported */
+    char *p = (char *)map_anon(2 * ps);
+    if (uffd_sub(p, 2 * ps) != UCS_OK) {
+        return 5;
+    }
+    unsigned long events = uffd_info().events;
+    syscall(SYS_munmap, p, 2 * ps);
+    ucm_uffd_drain_wait();
+    return (uffd_info().events == events + 1) ? 0 : 6;
+}
+
+TEST(UffdUnprivileged, UserModeOnly)
+{
+    child_result r = run_self("uffd_user_mode_only", {}, 60);
+    EXPECT_TRUE(r.exited_ok()) << r.str();
+}
+
 UCMT_CHILD_SCENARIO(uffd_print_mode)
 {
     printf("mode=%d\n", uffd_info().mode);

@@ -162,6 +162,37 @@ TEST_F(rcache_uffd, idle_span_reused_until_unmapped)
     EXPECT_EQ(before.spans, after.spans);
 }
 
+/* The window between the monitor's read() (the unmapper resumes) and the
+ * cache's invalidation is closed: a VM_UNMAPPED handler that runs before
+ * the cache's (lower priority value) holds the monitor for a long while;
+ * the unmapper's next get at the same address must still not hit the old
+ * region.  (The delay only widens the window; the assertion is the page
+ * frame oracle.) */
+namespace
+{
+std::atomic<uintptr_t> slow_addr(0);
+
+void slow_handler(ucm_event_type_t, ucm_event_t *event, void *)
+{
+    if ((uintptr_t)event->vm_unmapped.address == slow_addr.load()) {
+        slow_addr = 0;
+        usleep(100 * 1000);
+    }
+}
+} // namespace
+
+TEST_F(rcache_uffd, get_waits_for_dispatch)
+{
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 10,
+                                            slow_handler, nullptr));
+    check_fresh_after(4, [](char *buf, size_t len) {
+        slow_addr = (uintptr_t)buf;
+        ASSERT_EQ(0, syscall(SYS_munmap, buf, len));
+    });
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, slow_handler, nullptr);
+    EXPECT_EQ(0u, slow_addr.load()) << "the slow handler did not run";
+}
+
 /* Two threads each repeatedly register, then replace the pages at their
  * own fixed address behind every hook (raw MAP_FIXED mmap over them, raw
  * madvise(DONTNEED)), then get again: every get must return the
