@@ -69,9 +69,11 @@ class rcache_uffd : public rcache_fixture
     }
 
     /* register [buf, buf+len), put it, then let 'unmap' take the pages
-     * away behind every hook, map fresh pages there and get again: the
-     * fixture's oracle fails on a stale hit */
-    template <typename F> void check_fresh_after(size_t npages, F unmap)
+     * away behind every hook, map fresh pages there (or, if the mapping
+     * stays, write new frames into it) and get again: the fixture's oracle
+     * fails on a stale hit */
+    template <typename F>
+    void check_fresh_after(size_t npages, F unmap, bool mapping_stays = false)
     {
         const size_t len = npages * page_size;
         char *buf        = (char *)map(npages);
@@ -81,7 +83,11 @@ class rcache_uffd : public rcache_fixture
         put(r);
         unsigned regs_before = regs.load();
         unmap(buf, len);
-        remap_fresh(buf, len);
+        if (mapping_stays) {
+            memset(buf, 2, len);
+        } else {
+            remap_fresh(buf, len);
+        }
         r = get(buf, len);
         ASSERT_TRUE(r != nullptr);
         EXPECT_EQ(regs_before + 1, regs.load()) << "stale hit";
@@ -119,20 +125,12 @@ TEST_F(rcache_uffd, raw_mremap)
 
 TEST_F(rcache_uffd, raw_madvise_dontneed)
 {
-    const size_t len = 4 * page_size;
-    char *buf        = (char *)map(4);
-    memset(buf, 1, len);
-    test_region *r = get(buf, len);
-    ASSERT_TRUE(r != nullptr);
-    put(r);
-    ASSERT_EQ(0, syscall(SYS_madvise, buf, len, MADV_DONTNEED));
-    memset(buf, 2, len); /* new frames */
-    unsigned regs_before = regs.load();
-    r                    = get(buf, len);
-    ASSERT_TRUE(r != nullptr);
-    EXPECT_EQ(regs_before + 1, regs.load()) << "stale hit";
-    put(r);
-    munmap(buf, len);
+    check_fresh_after(
+        4,
+        [](char *buf, size_t len) {
+            ASSERT_EQ(0, syscall(SYS_madvise, buf, len, MADV_DONTNEED));
+        },
+        true);
 }
 
 /* Regions subscribe while registered; after release their pages stay
