@@ -314,6 +314,7 @@ static int ucm_uffd_open_fd(void)
 static void ucm_uffd_open_locked(void)
 {
     struct uffdio_api api = {UFFD_API, 0, 0};
+    uint64_t features;
     pthread_attr_t attr;
     sigset_t all, old;
     pthread_t thread;
@@ -353,6 +354,7 @@ static void ucm_uffd_open_locked(void)
     }
     api.api      = UFFD_API;
     api.features = api.features & UCM_UFFD_FEATURES_WANTED;
+    features     = api.features; /* the kernel answers with all it has */
     api.ioctls   = 0;
     if (ioctl(fd, UFFDIO_API, &api) < 0) {
         err = errno;
@@ -382,12 +384,12 @@ static void ucm_uffd_open_locked(void)
     }
 
     ucm_uffd_fd       = fd;
-    ucm_uffd_features = api.features;
+    ucm_uffd_features = features;
     ucm_uffd_state    = UCM_UFFD_STATE_ACTIVE;
     snprintf(ucm_uffd_reason, sizeof(ucm_uffd_reason),
              "active, %s mode registration, features 0x%llx",
              ucm_uffd_opts.register_missing ? "missing" : "write-protect",
-             (unsigned long long)api.features);
+             (unsigned long long)features);
     ucm_diag("userfaultfd monitor started (%s)", ucm_uffd_reason);
     return;
 
