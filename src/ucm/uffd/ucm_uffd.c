@@ -83,25 +83,31 @@ volatile unsigned ucm_uffd_draining;
 static const char *ucm_uffd_mode_names[]     = {"no", "try", "yes", NULL};
 static const char *ucm_uffd_reg_mode_names[] = {"wp", "missing", NULL};
 
-ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0};
+ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0, 4096};
 
-#define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _names)                      \
-    {                                                                          \
-        _name, _dfl, _doc, offsetof(ucm_uffd_opts_t, _field),                  \
-            UCS_CONFIG_TYPE_ENUM, _names                                       \
-    }
+#define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _type, _names) \
+    {_name, _dfl, _doc, offsetof(ucm_uffd_opts_t, _field), _type, _names}
 
 const ucs_config_field_t ucm_uffd_config_table[] = {
     UCM_UFFD_FIELD("MEM_UFFD", "try",
                    "Report unmaps of registration-cache ranges through "
                    "userfaultfd too (raw syscalls, dlclose, madvise): no, "
                    "try (if the kernel allows), yes (required)",
-                   mode, ucm_uffd_mode_names),
+                   mode, UCS_CONFIG_TYPE_ENUM, ucm_uffd_mode_names),
     UCM_UFFD_FIELD("MEM_UFFD_REGISTER_MODE", "wp",
                    "userfaultfd registration: wp (never faults) or missing "
                    "(faults on unpopulated pages, resolved with zero pages)",
-                   register_missing, ucm_uffd_reg_mode_names),
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
+                   register_missing, UCS_CONFIG_TYPE_ENUM,
+                   ucm_uffd_reg_mode_names),
+    UCM_UFFD_FIELD("MEM_UFFD_GRAIN", "4k",
+                   "Register subscribed ranges widened to this alignment when "
+                   "all of it is mapped and registrable (fewer kernel VMAs "
+                   "and registrations; unmaps of neighbours then cost a "
+                   "monitor round trip too)",
+                   grain, UCS_CONFIG_TYPE_SIZE, NULL),
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
+};
+
 static int ucm_uffd_state = UCM_UFFD_STATE_IDLE;
 static int ucm_uffd_fd    = -1;
 static uint64_t ucm_uffd_features;
@@ -418,10 +424,21 @@ ucs_status_t ucm_uffd_start(int *active_p)
     return UCS_OK;
 }
 
-static ucs_status_t ucm_uffd_register_locked(uintptr_t start, uintptr_t end)
+/* UFFDIO_REGISTER of [start, end), all mapped (ucm_uffd_lock held).
+ * quiet: a widened attempt, whose failure is neither counted nor logged. */
+static ucs_status_t ucm_uffd_register_locked(uintptr_t start, uintptr_t end,
+                                             int quiet)
 {
     struct uffdio_register reg;
 
+    /* UFFDIO_REGISTER accepts holes, but a span must never claim one (a
+     * mapping made there later would not be registered).  A hole made
+     * after this check by an unmap of a registered range is cut from the
+     * span by the monitor, which waits for ucm_uffd_lock. */
+    if (ucm_sys_is_err(ucm_sys_syscall6(SYS_msync, start, end - start, MS_ASYNC,
+                                        0, 0, 0))) {
+        return UCS_ERR_INVALID_ADDR;
+    }
     memset(&reg, 0, sizeof(reg));
     reg.range.start = start;
     reg.range.len   = end - start;
@@ -430,6 +447,9 @@ static ucs_status_t ucm_uffd_register_locked(uintptr_t start, uintptr_t end)
     if (ioctl(ucm_uffd_fd, UFFDIO_REGISTER, &reg) == 0) {
         ++ucm_uffd_stats.registers;
         return UCS_OK;
+    }
+    if (quiet) {
+        return UCS_ERR_UNSUPPORTED;
     }
     if (errno == EBUSY) {
         ++ucm_uffd_stats.busy;
@@ -448,6 +468,31 @@ static ucs_status_t ucm_uffd_register_locked(uintptr_t start, uintptr_t end)
                  (unsigned long)start, (unsigned long)end, strerror(errno));
     }
     return UCS_ERR_UNSUPPORTED;
+}
+
+/* Register [*start_p, *end_p), first widened to UCX_MEM_UFFD_GRAIN when
+ * that is larger (fewer VMAs, more subscriptions without a system call);
+ * on success the range actually registered is returned.  Write-protect
+ * mode only: in missing mode, neighbours' page faults (the monitor's own
+ * data among them) would wait for the monitor. */
+static ucs_status_t ucm_uffd_register_span_locked(uintptr_t *start_p,
+                                                  uintptr_t *end_p)
+{
+    size_t page  = ucm_sys_page_size();
+    size_t grain = (ucm_uffd_opts.grain + page - 1) & ~(page - 1);
+    uintptr_t gs, ge;
+
+    if ((grain > page) && !ucm_uffd_opts.register_missing) {
+        gs = *start_p - (*start_p % grain);
+        ge = *end_p + ((*end_p % grain) ? grain - (*end_p % grain) : 0);
+        if ((ge > gs) && ((gs != *start_p) || (ge != *end_p)) &&
+            (ucm_uffd_register_locked(gs, ge, 1) == UCS_OK)) {
+            *start_p = gs;
+            *end_p   = ge;
+            return UCS_OK;
+        }
+    }
+    return ucm_uffd_register_locked(*start_p, *end_p, 0);
 }
 
 static void ucm_uffd_page_align(void *addr, size_t len, uintptr_t *start_p,
@@ -492,16 +537,7 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     if (status != UCS_OK) {
         goto out;
     }
-    /* UFFDIO_REGISTER accepts holes, but a span must never claim one (a
-     * mapping made there later would not be registered).  A hole made
-     * after this check by an unmap of a registered range is cut from the
-     * span by the monitor, which waits for ucm_uffd_lock. */
-    if (ucm_sys_is_err(ucm_sys_syscall6(SYS_msync, start, end - start, MS_ASYNC,
-                                        0, 0, 0))) {
-        status = UCS_ERR_INVALID_ADDR;
-        goto out;
-    }
-    status = ucm_uffd_register_locked(start, end);
+    status = ucm_uffd_register_span_locked(&start, &end);
     if (status != UCS_OK) {
         goto out;
     }

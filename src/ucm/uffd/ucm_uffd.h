@@ -19,12 +19,14 @@
 #include <ucm/api/ucm_ext.h>
 #include <ucs/config/ucs_config_parse.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* UCX_MEM_UFFD* (kept out of ucm_global_opts, whose layout is UCX's ABI) */
 typedef struct ucm_uffd_opts {
     int mode;             /* ucm_uffd_mode_t */
     int register_missing; /* 1: UFFDIO_REGISTER_MODE_MISSING, 0: WP */
+    size_t grain;         /* widen registrations to this alignment */
 } ucm_uffd_opts_t;
 
 extern ucm_uffd_opts_t ucm_uffd_opts;
