@@ -85,8 +85,10 @@ static const char *ucm_uffd_reg_mode_names[] = {"wp", "missing", NULL};
 
 ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0, 4096};
 
-#define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _type, _names) \
-    {_name, _dfl, _doc, offsetof(ucm_uffd_opts_t, _field), _type, _names}
+#define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _type, _names)               \
+    {                                                                          \
+        _name, _dfl, _doc, offsetof(ucm_uffd_opts_t, _field), _type, _names    \
+    }
 
 const ucs_config_field_t ucm_uffd_config_table[] = {
     UCM_UFFD_FIELD("MEM_UFFD", "try",
@@ -105,8 +107,7 @@ const ucs_config_field_t ucm_uffd_config_table[] = {
                    "and registrations; unmaps of neighbours then cost a "
                    "monitor round trip too)",
                    grain, UCS_CONFIG_TYPE_SIZE, NULL),
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static int ucm_uffd_state = UCM_UFFD_STATE_IDLE;
 static int ucm_uffd_fd    = -1;
@@ -175,8 +176,44 @@ static void ucm_uffd_resolve_fault(uintptr_t addr)
     (void)ioctl(ucm_uffd_fd, UFFDIO_UNREGISTER, &range);
 }
 
-/* Handle one batch: span table first (under the lock), then the handlers
- * (no lock), then faults. */
+/* Messages the reader hands to the dispatcher (event 0: end of one read
+ * cycle, after which the dispatcher lowers ucm_uffd_draining).  The reader
+ * never waits for the dispatcher: when the queue is full it drops it all
+ * and has everything reported unmapped instead (overflow). */
+#define UCM_UFFD_QUEUE 4096
+
+static struct {
+    pthread_mutex_t lock; /* held only to copy entries in or out */
+    pthread_cond_t cond;
+    struct uffd_msg msgs[UCM_UFFD_QUEUE];
+    unsigned head, count;
+    int overflow;
+    unsigned overflow_marks; /* read cycles dropped with it */
+} ucm_uffd_queue = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void ucm_uffd_queue_push(const struct uffd_msg *msg)
+{
+    unsigned i;
+
+    pthread_mutex_lock(&ucm_uffd_queue.lock);
+    if (ucm_uffd_queue.count == UCM_UFFD_QUEUE) {
+        for (i = 0; i < UCM_UFFD_QUEUE; ++i) {
+            ucm_uffd_queue.overflow_marks +=
+                (ucm_uffd_queue.msgs[i].event == 0);
+        }
+        ucm_uffd_queue.count    = 0;
+        ucm_uffd_queue.overflow = 1;
+    }
+    ucm_uffd_queue
+        .msgs[(ucm_uffd_queue.head + ucm_uffd_queue.count) % UCM_UFFD_QUEUE] =
+        *msg;
+    ++ucm_uffd_queue.count;
+    pthread_cond_signal(&ucm_uffd_queue.cond);
+    pthread_mutex_unlock(&ucm_uffd_queue.lock);
+}
+
+/* Handle one batch from the queue: span table first (under the lock),
+ * then the handlers (no lock) and the ends of read cycles, in order. */
 static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
 {
     const struct uffd_msg *msg;
@@ -200,6 +237,9 @@ static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
     for (i = 0; i < count; ++i) {
         msg = &msgs[i];
         switch (msg->event) {
+        case 0:
+            __atomic_sub_fetch(&ucm_uffd_draining, 1, __ATOMIC_SEQ_CST);
+            break;
         case UFFD_EVENT_UNMAP:
         case UFFD_EVENT_REMOVE:
             ucm_uffd_dispatch(msg->arg.remove.start, msg->arg.remove.end);
@@ -208,21 +248,65 @@ static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
             ucm_uffd_dispatch(msg->arg.remap.from,
                               msg->arg.remap.from + msg->arg.remap.len);
             break;
-        case UFFD_EVENT_PAGEFAULT:
-            ucm_uffd_resolve_fault(msg->arg.pagefault.address);
-            break;
         default:
             break;
         }
     }
 }
 
-static void *ucm_uffd_monitor(void *arg)
+/* Dispatcher thread: runs the handlers, which may wait for locks that an
+ * unmapping thread holds (e.g. a cache's lock held by a thread whose
+ * signal handler unmaps): only the reader must never wait. */
+static void *ucm_uffd_dispatcher(void *arg)
+{
+    struct uffd_msg msgs[UCM_UFFD_BATCH];
+    unsigned count, marks, i;
+    int overflow;
+
+    ucm_uffd_on_monitor = 1;
+    for (;;) {
+        pthread_mutex_lock(&ucm_uffd_queue.lock);
+        while ((ucm_uffd_queue.count == 0) && !ucm_uffd_queue.overflow) {
+            pthread_cond_wait(&ucm_uffd_queue.cond, &ucm_uffd_queue.lock);
+        }
+        count = (ucm_uffd_queue.count < UCM_UFFD_BATCH) ? ucm_uffd_queue.count
+                                                        : UCM_UFFD_BATCH;
+        for (i = 0; i < count; ++i) {
+            msgs[i] =
+                ucm_uffd_queue.msgs[(ucm_uffd_queue.head + i) % UCM_UFFD_QUEUE];
+        }
+        ucm_uffd_queue.head = (ucm_uffd_queue.head + count) % UCM_UFFD_QUEUE;
+        ucm_uffd_queue.count -= count;
+        overflow                      = ucm_uffd_queue.overflow;
+        marks                         = ucm_uffd_queue.overflow_marks;
+        ucm_uffd_queue.overflow       = 0;
+        ucm_uffd_queue.overflow_marks = 0;
+        pthread_mutex_unlock(&ucm_uffd_queue.lock);
+
+        ucm_uffd_handle(msgs, count);
+        if (overflow) {
+            /* dropped reports: anything may be gone */
+            pthread_mutex_lock(&ucm_uffd_lock);
+            ucm_uffd_table_reset();
+            pthread_mutex_unlock(&ucm_uffd_lock);
+            ucm_uffd_dispatch(0, ~(uintptr_t)(ucm_sys_page_size() - 1));
+            __atomic_sub_fetch(&ucm_uffd_draining, marks, __ATOMIC_SEQ_CST);
+        }
+    }
+    return NULL;
+}
+
+/* Reader thread: reads every report as soon as it comes (the unmapping
+ * thread waits for that) and takes no lock but the queue's, which nobody
+ * holds while unmapping. */
+static void *ucm_uffd_reader(void *arg)
 {
     int fd            = (int)(intptr_t)arg;
     struct pollfd pfd = {fd, POLLIN, 0};
+    static const struct uffd_msg mark;
     struct uffd_msg msgs[UCM_UFFD_BATCH];
     ssize_t ret;
+    unsigned i;
 
     ucm_uffd_on_monitor = 1;
     for (;;) {
@@ -238,9 +322,15 @@ static void *ucm_uffd_monitor(void *arg)
         /* before read(): the unmappers resume as soon as it returns */
         __atomic_add_fetch(&ucm_uffd_draining, 1, __ATOMIC_SEQ_CST);
         while ((ret = read(fd, msgs, sizeof(msgs))) > 0) {
-            ucm_uffd_handle(msgs, ret / sizeof(msgs[0]));
+            for (i = 0; i < ret / sizeof(msgs[0]); ++i) {
+                if (msgs[i].event == UFFD_EVENT_PAGEFAULT) {
+                    ucm_uffd_resolve_fault(msgs[i].arg.pagefault.address);
+                } else {
+                    ucm_uffd_queue_push(&msgs[i]);
+                }
+            }
         }
-        __atomic_sub_fetch(&ucm_uffd_draining, 1, __ATOMIC_SEQ_CST);
+        ucm_uffd_queue_push(&mark);
         if ((ret < 0) && (errno != EAGAIN) && (errno != EINTR)) {
             break;
         }
@@ -278,6 +368,11 @@ static void ucm_uffd_atfork_child(void)
     }
     ucm_uffd_table_reset();
     ucm_uffd_draining = 0;
+    pthread_mutex_init(&ucm_uffd_queue.lock, NULL);
+    pthread_cond_init(&ucm_uffd_queue.cond, NULL);
+    ucm_uffd_queue.count          = 0;
+    ucm_uffd_queue.overflow       = 0;
+    ucm_uffd_queue.overflow_marks = 0;
     if (ucm_uffd_state == UCM_UFFD_STATE_ACTIVE) {
         ucm_uffd_state = UCM_UFFD_STATE_IDLE;
         snprintf(ucm_uffd_reason, sizeof(ucm_uffd_reason),
@@ -381,8 +476,11 @@ static void ucm_uffd_open_locked(void)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    err =
-        pthread_create(&thread, &attr, ucm_uffd_monitor, (void *)(intptr_t)fd);
+    err = pthread_create(&thread, &attr, ucm_uffd_dispatcher, NULL);
+    if (err == 0) {
+        err = pthread_create(&thread, &attr, ucm_uffd_reader,
+                             (void *)(intptr_t)fd);
+    }
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {
