@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     base_munmap = bench_unmap(BENCH_UNSUBSCRIBED, 0);
     base_madv   = bench_unmap(BENCH_UNSUBSCRIBED, 1);
 
-    ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0);
+    ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, 4096);
     if ((ucm_uffd_start(&active) != UCS_OK) || !active) {
         ucm_uffd_query(&info);
         printf("userfaultfd monitor not available: %s\n", info.reason);

@@ -79,9 +79,11 @@ ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
 /* userfaultfd monitor of subscribed ranges (UCX_MEM_UFFD, src/ucm/uffd).
  * Subscribed ranges are registered with a userfaultfd; every unmap of them
  * the kernel reports (raw syscalls, the loader, mremap, madvise DONTNEED)
- * is dispatched as UCM_EVENT_VM_UNMAPPED for exactly that range from a
- * monitor thread, in addition to what the hooks report.  Not for hook
- * context (they take a mutex and make system calls). */
+ * is dispatched as UCM_EVENT_VM_UNMAPPED for exactly that range, after the
+ * unmap, from libucm's dispatcher thread, in addition to what the hooks
+ * report; handlers may take locks there (the thread that reads the kernel's
+ * reports never waits for them).  Not for hook context (these functions
+ * take a mutex and make system calls). */
 typedef enum ucm_uffd_mode {
     UCM_UFFD_MODE_NO,   /* never */
     UCM_UFFD_MODE_TRY,  /* when the kernel allows it, else hooks only */
@@ -93,6 +95,7 @@ typedef struct ucm_uffd_info {
     int           active;       /* monitor running in this process */
     char          reason[160];  /* why not active (or what is active) */
     uint64_t      features;     /* UFFD_FEATURE_* negotiated */
+    size_t        grain;        /* UCX_MEM_UFFD_GRAIN in effect */
     unsigned long spans;        /* registered spans (also idle ones) */
     unsigned long registers;    /* UFFDIO_REGISTER calls that succeeded */
     unsigned long dedups;       /* subscriptions inside a registered span */
@@ -125,7 +128,7 @@ void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token);
 /* Nonzero while the monitor dispatches events it has read: a thread whose
  * unmap was just reported may resume before the handlers ran.  Lookups
  * that must not see stale entries call ucm_uffd_drain_wait() then (yields
- * until the dispatch is over; returns at once on the monitor thread). */
+ * until the dispatch is over; returns at once on libucm's own threads). */
 extern volatile unsigned ucm_uffd_draining;
 void ucm_uffd_drain_wait(void);
 
@@ -135,8 +138,9 @@ void ucm_uffd_query(ucm_uffd_info_t *info);
 /* Tools and tests: mode used by the next start (a running monitor keeps
  * running); register_missing 1 registers in MISSING mode (faults on
  * missing pages resolved with zero pages) instead of write-protect mode
- * (which never faults).  UCS_ERR_INVALID_PARAM on a bad mode. */
-ucs_status_t ucm_uffd_configure(int mode, int register_missing);
+ * (which never faults); grain: UCX_MEM_UFFD_GRAIN for the next
+ * registrations (0 keeps it).  UCS_ERR_INVALID_PARAM on a bad mode. */
+ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain);
 
 END_C_DECLS
 

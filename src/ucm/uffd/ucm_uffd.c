@@ -1,25 +1,31 @@
 /*
- * userfaultfd monitor: opening the descriptor, subscriptions, the monitor
- * thread and fork.  See ucm_ext.h for the contract and ucm_uffd.h for the
- * span table.
+ * userfaultfd monitor: opening the descriptor, subscriptions, the reader
+ * and dispatcher threads, and fork.  See ucm_ext.h for the contract and
+ * ucm_uffd.h for the span table.
  *
  * Kernel semantics this relies on:
  *  - with UFFD_FEATURE_EVENT_UNMAP/REMOVE/REMAP, a thread that unmaps,
  *    mremaps or madvise(DONTNEED)s a registered range blocks (after
- *    dropping mmap_lock) until the monitor has read() the message.  The
- *    monitor therefore reads first and takes ucm_uffd_lock only after; no
- *    thread unmaps while holding ucm_uffd_lock, so it never waits for us.
+ *    dropping mmap_lock) until the monitor has read() the message.  Any
+ *    thread may unmap while holding any lock (even from a signal handler
+ *    that interrupted a locked section), so the reader thread takes no lock
+ *    but its queue's (held only to copy messages): it reads, resolves
+ *    missing-page faults and queues; the dispatcher thread updates the span
+ *    table and calls the VM_UNMAPPED handlers, which may wait for locks.
  *  - once read() returned, the unmapper runs again and may look the old
  *    range up before VM_UNMAPPED was dispatched: ucm_uffd_draining is
- *    raised between poll() and read() and dropped after the dispatch, and
- *    lookups wait for it (ucm_uffd_drain_wait).
+ *    raised between poll() and read() and dropped by the dispatcher after
+ *    that read cycle's reports, and lookups wait for it
+ *    (ucm_uffd_drain_wait).
  *  - write-protect mode registration never faults unless pages are
  *    write-protected with UFFDIO_WRITEPROTECT, which we never do; missing
- *    mode (optional) faults on every unpopulated page, and the monitor
+ *    mode (optional) faults on every unpopulated page, and the reader
  *    resolves those faults with zero pages.
  *  - without UFFD_FEATURE_EVENT_FORK a child's mappings are not registered;
  *    the child closes the inherited descriptor (reading it would steal the
  *    parent's events) and starts its own monitor at its next subscription.
+ *  - the kernel drops a registration when the pages are unmapped; this
+ *    file never unregisters (see ucm_uffd_unsubscribe).
  */
 #include "config.h"
 #include "ucm_uffd.h"
@@ -83,7 +89,7 @@ volatile unsigned ucm_uffd_draining;
 static const char *ucm_uffd_mode_names[]     = {"no", "try", "yes", NULL};
 static const char *ucm_uffd_reg_mode_names[] = {"wp", "missing", NULL};
 
-ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0, 4096};
+ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0, 65536};
 
 #define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _type, _names)               \
     {                                                                          \
@@ -101,7 +107,7 @@ const ucs_config_field_t ucm_uffd_config_table[] = {
                    "(faults on unpopulated pages, resolved with zero pages)",
                    register_missing, UCS_CONFIG_TYPE_ENUM,
                    ucm_uffd_reg_mode_names),
-    UCM_UFFD_FIELD("MEM_UFFD_GRAIN", "4k",
+    UCM_UFFD_FIELD("MEM_UFFD_GRAIN", "64k",
                    "Register subscribed ranges widened to this alignment when "
                    "all of it is mapped and registrable (fewer kernel VMAs "
                    "and registrations; unmaps of neighbours then cost a "
@@ -693,6 +699,7 @@ void ucm_uffd_query(ucm_uffd_info_t *info)
     info->mode        = ucm_uffd_opts.mode;
     info->active      = (ucm_uffd_state == UCM_UFFD_STATE_ACTIVE);
     info->features    = info->active ? ucm_uffd_features : 0;
+    info->grain       = ucm_uffd_opts.grain;
     info->spans       = ucm_uffd_table_size();
     info->registers   = ucm_uffd_stats.registers;
     info->dedups      = ucm_uffd_stats.dedups;
@@ -704,7 +711,7 @@ void ucm_uffd_query(ucm_uffd_info_t *info)
     info->faults = __atomic_load_n(&ucm_uffd_stats.faults, __ATOMIC_RELAXED);
 }
 
-ucs_status_t ucm_uffd_configure(int mode, int register_missing)
+ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain)
 {
     if ((mode < UCM_UFFD_MODE_NO) || (mode > UCM_UFFD_MODE_YES)) {
         ucm_error("ucm_uffd_configure: invalid mode %d", mode);
@@ -713,6 +720,9 @@ ucs_status_t ucm_uffd_configure(int mode, int register_missing)
     pthread_mutex_lock(&ucm_uffd_lock);
     ucm_uffd_opts.mode             = mode;
     ucm_uffd_opts.register_missing = !!register_missing;
+    if (grain != 0) {
+        ucm_uffd_opts.grain = grain;
+    }
     if (ucm_uffd_state == UCM_UFFD_STATE_FAILED) {
         ucm_uffd_state = UCM_UFFD_STATE_IDLE; /* the next start tries again */
     }

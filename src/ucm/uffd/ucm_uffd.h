@@ -4,13 +4,13 @@
  * The registration cache subscribes the ranges it registers; the kernel then
  * reports every unmap (munmap, mremap, MAP_FIXED over it, madvise
  * DONTNEED/REMOVE), whoever makes it (raw syscalls, the dynamic loader,
- * static code), and a monitor thread turns each report into VM_UNMAPPED for
+ * static code), and the monitor turns each report into VM_UNMAPPED for
  * exactly that range.  The public entry points are in ucm_ext.h.
  *
  * The span table (ucm_uffd_table.c) holds the page-aligned, disjoint spans
  * registered with the kernel and how many subscriptions each serves.  It is
  * a treap (O(log n) find/insert/remove) whose nodes come from mmap()ed
- * chunks: no malloc, so it may be used from the monitor thread while a
+ * chunks: no malloc, so it may be used from the dispatcher thread while a
  * hooked allocator is in any state.  Callers serialize with ucm_uffd_lock.
  */
 #ifndef UCM_UFFD_H_

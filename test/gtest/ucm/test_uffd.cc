@@ -101,7 +101,9 @@ class Uffd : public ucmt::test
             return;
         }
         int active = 0;
-        ASSERT_EQ(UCS_OK, ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0));
+        m_grain    = uffd_info().grain;
+        /* exact spans (page grain): the tests count them */
+        ASSERT_EQ(UCS_OK, ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, 4096));
         ASSERT_EQ(UCS_OK, ucm_uffd_start(&active));
         if (!active) {
             GTEST_SKIP() << "userfaultfd monitor not active: "
@@ -112,9 +114,11 @@ class Uffd : public ucmt::test
 
     void TearDown() override
     {
-        ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0);
+        ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, m_grain);
         ucmt::test::TearDown();
     }
+
+    size_t m_grain = 0;
 
     /* anonymous pages, touched, no THP (frames must stay put) */
     char *map(size_t npages)
@@ -240,7 +244,7 @@ UCMT_CHILD_SCENARIO(uffd_missing_fault)
     const size_t ps = page_size();
     int active      = 0;
 
-    if ((ucm_uffd_configure(UCM_UFFD_MODE_TRY, 1) != UCS_OK) ||
+    if ((ucm_uffd_configure(UCM_UFFD_MODE_TRY, 1, 4096) != UCS_OK) ||
         (ucm_uffd_start(&active) != UCS_OK) || !active) {
         printf("monitor not active\n");
         return 2;
@@ -466,6 +470,46 @@ TEST_F(Uffd, DedupAndIdleSpans)
     EXPECT_EQ(info.spans, uffd_info().spans);
 }
 
+/* UCX_MEM_UFFD_GRAIN: a subscription registers its whole aligned block
+ * when all of it is mapped (one registration, one VMA, for neighbours
+ * too); unmapping a neighbour in the block is then reported as well. */
+TEST_F(Uffd, GrainWidensRegistration)
+{
+    const size_t ps    = page_size();
+    const size_t grain = 16 * ps;
+    char *area         = (char *)mmap(NULL, 3 * grain, RW, ANON_FLAGS, -1, 0);
+
+    ASSERT_NE(MAP_FAILED, (void *)area);
+    char *block = (char *)align_up((uintptr_t)area, grain);
+    char *next  = block + grain; /* next + grain <= area + 3 * grain */
+    memset(block, 1, 2 * grain);
+    ASSERT_EQ(UCS_OK, ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, grain));
+    ucm_uffd_info_t info = uffd_info();
+    ASSERT_EQ(UCS_OK, uffd_sub(block + ps, ps));
+    ASSERT_EQ(UCS_OK, uffd_sub(block + 9 * ps, 2 * ps));
+    EXPECT_EQ(info.registers + 1, uffd_info().registers);
+    EXPECT_EQ(info.dedups + 1, uffd_info().dedups);
+
+    /* a block with a hole: the exact range only */
+    ASSERT_EQ(0, ucm_orig_munmap(next + ps, grain - ps));
+    settle();
+    info = uffd_info();
+    ASSERT_EQ(UCS_OK, uffd_sub(next, ps));
+    EXPECT_EQ(info.registers + 1, uffd_info().registers);
+    EXPECT_EQ(info.spans + 1, uffd_info().spans);
+
+    oracle::arm();
+    ASSERT_EQ(0, syscall(SYS_munmap, block + 5 * ps, ps)); /* a neighbour */
+    settle();
+    oracle::disarm();
+    EXPECT_TRUE(reported_exactly(block + 5 * ps, ps));
+    uffd_unsub(block + ps, ps);
+    uffd_unsub(block + 9 * ps, 2 * ps);
+    uffd_unsub(next, ps);
+    ucm_orig_munmap(area, 3 * grain);
+    settle();
+}
+
 /* Many disjoint spans (the table is a tree: this must stay fast enough
  * for a unit test even under valgrind), then removed in another order. */
 TEST_F(Uffd, ManySpans)
@@ -567,7 +611,7 @@ UCMT_CHILD_SCENARIO(uffd_unavailable)
     if (uffd_sub(buf, sizeof(buf)) != UCS_ERR_UNSUPPORTED) {
         return 5;
     }
-    ucm_uffd_configure(UCM_UFFD_MODE_YES, 0);
+    ucm_uffd_configure(UCM_UFFD_MODE_YES, 0, 4096);
     if (ucm_uffd_start(&active) != UCS_ERR_UNSUPPORTED) {
         return 6;
     }

@@ -58,7 +58,11 @@ class rcache_uffd : public rcache_fixture
     {
         int active = 0;
 
-        ASSERT_EQ(UCS_OK, ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0));
+        ucm_uffd_info_t dflt;
+        ucm_uffd_query(&dflt);
+        m_grain = dflt.grain;
+        /* exact spans (page grain): the tests count them */
+        ASSERT_EQ(UCS_OK, ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, 4096));
         ASSERT_EQ(UCS_OK, ucm_uffd_start(&active));
         if (!active) {
             ucm_uffd_info_t info;
@@ -67,6 +71,14 @@ class rcache_uffd : public rcache_fixture
         }
         ASSERT_EQ(UCS_OK, create());
     }
+
+    void TearDown() override
+    {
+        ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, m_grain);
+        rcache_fixture::TearDown();
+    }
+
+    size_t m_grain = 0;
 
     /* register [buf, buf+len), put it, then let 'unmap' take the pages
      * away behind every hook, map fresh pages there (or, if the mapping
@@ -305,11 +317,11 @@ TEST_F(rcache_uffd, yes_without_userfaultfd_fails)
             (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)) {
             _exit(2);
         }
-        ucm_uffd_configure(UCM_UFFD_MODE_YES, 0);
+        ucm_uffd_configure(UCM_UFFD_MODE_YES, 0, 4096);
         if (create() != UCS_ERR_UNSUPPORTED) {
             _exit(3);
         }
-        ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0);
+        ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, 4096);
         if (create() != UCS_OK) {
             _exit(4);
         }
