@@ -621,6 +621,10 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     }
     ucm_uffd_page_align(addr, len, &start, &end);
 
+    /* spans of unmaps already read are cut first (not under the lock: the
+     * dispatcher takes it); a span cut later was registered before the
+     * unmap, and its VM_UNMAPPED comes after this subscription */
+    ucm_uffd_drain_wait();
     pthread_mutex_lock(&ucm_uffd_lock);
     if (ucm_uffd_state == UCM_UFFD_STATE_IDLE) {
         ucm_uffd_open_locked();
