@@ -510,6 +510,59 @@ TEST_F(Uffd, GrainWidensRegistration)
     settle();
 }
 
+/* Subscribing right after an unmap returned (no drain_wait by the caller)
+ * registers the new mapping: the subscription itself waits until the span
+ * of the unmap already read is cut.  A slow handler keeps the dispatcher
+ * busy with an earlier report meanwhile (it only widens the window; the
+ * assertion is whether the next unmap is reported). */
+std::atomic<uintptr_t> slow_addr(0);
+
+void slow_handler(ucm_event_type_t, ucm_event_t *event, void *)
+{
+    if ((uintptr_t)event->vm_unmapped.address == slow_addr.load()) {
+        slow_addr = 0;
+        usleep(20 * 1000);
+    }
+}
+
+TEST_F(Uffd, ResubscribeRightAfterReplace)
+{
+    const size_t ps     = page_size();
+    const unsigned iter = 10;
+    char *a             = map(4);
+    unsigned missed     = 0;
+
+    ASSERT_TRUE(a != NULL);
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 5,
+                                            slow_handler, NULL));
+    for (unsigned i = 0; i < iter; ++i) {
+        char *b = map(1);
+        ASSERT_TRUE(b != NULL);
+        ASSERT_EQ(UCS_OK, uffd_sub(b, ps));
+        ASSERT_EQ(UCS_OK, uffd_sub(a, 4 * ps));
+        slow_addr = (uintptr_t)b;
+        ASSERT_EQ(0, syscall(SYS_munmap, b, ps)); /* dispatcher sleeps */
+        /* new pages over a's (an unmap, no moment of a hole) */
+        ASSERT_EQ((long)a, syscall(SYS_mmap, (long)a, (long)(4 * ps), (long)RW,
+                                   (long)(ANON_FLAGS | MAP_FIXED), -1l, 0l));
+        ASSERT_EQ(UCS_OK, uffd_sub(a, 4 * ps));
+        memset(a, 1, 4 * ps);
+        settle(); /* the replacement's own report is not the one we want */
+        oracle::reset();
+        oracle::arm();
+        ASSERT_EQ(0, syscall(SYS_madvise, a, 4 * ps, MADV_DONTNEED));
+        settle();
+        oracle::disarm();
+        missed += !reported_exactly(a, 4 * ps);
+        uffd_unsub(a, 4 * ps);
+        uffd_unsub(a, 4 * ps);
+        uffd_unsub(b, ps);
+    }
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, slow_handler, NULL);
+    EXPECT_EQ(0u, missed);
+    ucm_orig_munmap(a, 4 * ps);
+}
+
 /* Many disjoint spans (the table is a tree: this must stay fast enough
  * for a unit test even under valgrind), then removed in another order. */
 TEST_F(Uffd, ManySpans)
