@@ -173,6 +173,22 @@ static int ucm_info_rcache(void)
     return bad;
 }
 
+/* Start the userfaultfd monitor as a registration cache would, and say
+ * whether it runs and why not. */
+static int ucm_info_uffd(void)
+{
+    static const char *modes[] = {"no", "try", "yes"};
+    ucm_uffd_info_t info;
+    ucs_status_t status;
+    int active = 0;
+
+    status = ucm_uffd_start(&active);
+    ucm_uffd_query(&info);
+    printf("#\n# userfaultfd monitor (UCX_MEM_UFFD=%s): %s\n#   %s\n",
+           modes[info.mode], active ? "active" : "not active", info.reason);
+    return (status == UCS_OK) ? 0 : 1;
+}
+
 static void ucm_info_usage(const char *argv0)
 {
     fprintf(stderr,
@@ -208,6 +224,7 @@ int main(int argc, char **argv)
     }
     if (self_test) {
         ret = ucm_info_self_test();
+        ret |= ucm_info_uffd();
     }
     if (rcache) {
         ret |= ucm_info_rcache();

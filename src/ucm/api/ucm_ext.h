@@ -76,6 +76,72 @@ typedef struct ucm_got_patch {
 ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
                                  unsigned long *written_p);
 
+/* userfaultfd monitor of subscribed ranges (UCX_MEM_UFFD, src/ucm/uffd).
+ * Subscribed ranges are registered with a userfaultfd; every unmap of them
+ * the kernel reports (raw syscalls, the loader, mremap, madvise DONTNEED)
+ * is dispatched as UCM_EVENT_VM_UNMAPPED for exactly that range, after the
+ * unmap, from libucm's dispatcher thread, in addition to what the hooks
+ * report; handlers may take locks there (the thread that reads the kernel's
+ * reports never waits for them).  Not for hook context (these functions
+ * take a mutex and make system calls). */
+typedef enum ucm_uffd_mode {
+    UCM_UFFD_MODE_NO,   /* never */
+    UCM_UFFD_MODE_TRY,  /* when the kernel allows it, else hooks only */
+    UCM_UFFD_MODE_YES   /* required: ucm_uffd_start() fails without it */
+} ucm_uffd_mode_t;
+
+typedef struct ucm_uffd_info {
+    int           mode;         /* ucm_uffd_mode_t in effect */
+    int           active;       /* monitor running in this process */
+    char          reason[160];  /* why not active (or what is active) */
+    uint64_t      features;     /* UFFD_FEATURE_* negotiated */
+    size_t        grain;        /* UCX_MEM_UFFD_GRAIN in effect */
+    unsigned long spans;        /* registered spans (also idle ones) */
+    unsigned long registers;    /* UFFDIO_REGISTER calls that succeeded */
+    unsigned long dedups;       /* subscriptions inside a registered span */
+    unsigned long unsupported;  /* subscriptions refused: kind of mapping */
+    unsigned long busy;         /* subscriptions refused: another uffd */
+    unsigned long events;       /* unmap/remove/remap events dispatched */
+    unsigned long faults;       /* missing-page faults resolved */
+} ucm_uffd_info_t;
+
+/* Start the monitor (idempotent; again in a forked child).  *active_p: 1 if
+ * it runs.  UCS_OK also when it does not run under UCX_MEM_UFFD=no/try (one
+ * log line says why); under yes, UCS_ERR_UNSUPPORTED then. */
+ucs_status_t ucm_uffd_start(int *active_p);
+
+/* Have [addr, addr+len) (widened to pages, all mapped) reported; *token_p
+ * identifies the subscription for ucm_uffd_unsubscribe().  Errors (the
+ * caller then relies on the hooks): UCS_ERR_UNSUPPORTED: monitor not
+ * running or mapping kind not supported (file-backed...), UCS_ERR_BUSY:
+ * another userfaultfd owns a page of it, UCS_ERR_INVALID_ADDR: part of it
+ * is not mapped.  A subscription inside a registered span costs no system
+ * call. */
+ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p);
+
+/* Drop one subscription (same range, its token).  The pages stay
+ * registered (idle) until they are unmapped: their unmaps keep costing a
+ * monitor round trip and are still reported, and a new subscription there
+ * costs no system call. */
+void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token);
+
+/* Nonzero while the monitor dispatches events it has read: a thread whose
+ * unmap was just reported may resume before the handlers ran.  Lookups
+ * that must not see stale entries call ucm_uffd_drain_wait() then (yields
+ * until the dispatch is over; returns at once on libucm's own threads). */
+extern volatile unsigned ucm_uffd_draining;
+void ucm_uffd_drain_wait(void);
+
+/* State and counters. */
+void ucm_uffd_query(ucm_uffd_info_t *info);
+
+/* Tools and tests: mode used by the next start (a running monitor keeps
+ * running); register_missing 1 registers in MISSING mode (faults on
+ * missing pages resolved with zero pages) instead of write-protect mode
+ * (which never faults); grain: UCX_MEM_UFFD_GRAIN for the next
+ * registrations (0 keeps it).  UCS_ERR_INVALID_PARAM on a bad mode. */
+ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain);
+
 END_C_DECLS
 
 #endif

@@ -5,6 +5,8 @@
 #include "ucm_config.h"
 #include "ucm_log.h"
 
+#include <ucm/uffd/ucm_uffd.h>
+
 #include <ucs/config/ucs_config_parse.h>
 #include <stddef.h>
 #include <string.h>
@@ -81,8 +83,14 @@ static void ucm_config_error(const char *var, const char *value,
 
 ucs_status_t ucm_config_init(void)
 {
-    return ucs_config_parse_env("UCX_", ucm_config_table, &ucm_global_opts,
-                                ucm_config_error, NULL);
+    ucs_status_t status, status_uffd;
+
+    status      = ucs_config_parse_env("UCX_", ucm_config_table,
+                                       &ucm_global_opts, ucm_config_error,
+                                       NULL);
+    status_uffd = ucs_config_parse_env("UCX_", ucm_uffd_config_table,
+                                       &ucm_uffd_opts, ucm_config_error, NULL);
+    return (status != UCS_OK) ? status : status_uffd;
 }
 
 void ucm_set_global_opts(const ucm_global_config_t *ucm_opts)
@@ -99,16 +107,37 @@ void ucm_set_global_opts(const ucm_global_config_t *ucm_opts)
     memcpy(&ucm_global_opts, ucm_opts, sizeof(ucm_global_opts));
 }
 
+/* Entry 'index' of libucm's tables (UCX's options, then UCX_MEM_UFFD*). */
+static const ucs_config_field_t *ucm_config_field(unsigned index,
+                                                  const void **opts_p)
+{
+    unsigned nglobal = ucs_static_array_size(ucm_config_table) - 1;
+    unsigned i;
+
+    if (index < nglobal) {
+        *opts_p = &ucm_global_opts;
+        return &ucm_config_table[index];
+    }
+    for (i = 0; ucm_uffd_config_table[i].name != NULL; ++i) {
+        if (i == index - nglobal) {
+            *opts_p = &ucm_uffd_opts;
+            return &ucm_uffd_config_table[i];
+        }
+    }
+    return NULL;
+}
+
 int ucm_config_get(unsigned index, const char **name_p, char *value,
                    size_t max, const char **doc_p)
 {
     const ucs_config_field_t *field;
+    const void *opts;
 
-    if (index >= ucs_static_array_size(ucm_config_table) - 1) {
+    field = ucm_config_field(index, &opts);
+    if (field == NULL) {
         return -1;
     }
-    field = &ucm_config_table[index];
-    ucs_config_format_value(field, &ucm_global_opts, value, max);
+    ucs_config_format_value(field, opts, value, max);
     *name_p = field->name;
     *doc_p  = field->doc;
     return 0;

@@ -4,6 +4,8 @@
  */
 #include "rcache_int.h"
 
+#include <ucm/api/ucm_ext.h>
+
 #include <stdlib.h>
 
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
@@ -200,6 +202,10 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     end        = ((uintptr_t)address + length + align_mask) & ~align_mask;
     if (ucs_unlikely(end < start)) {
         end = ~align_mask; /* the last aligned block of the address space */
+    }
+
+    if (ucs_unlikely(ucm_uffd_draining != 0)) {
+        ucm_uffd_drain_wait(); /* an unmap was read, not yet dispatched */
     }
 
     /* the thread's last hit; ids are never reused, so a match means its

@@ -145,6 +145,10 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         goto err_free;
     }
     rcache->events = params->ucm_events;
+    status         = ucs_rcache_uffd_init(rcache);
+    if (status != UCS_OK) {
+        goto err_fork;
+    }
     if (rcache->events != 0) {
         status = ucm_set_event_handler(rcache->events,
                                        rcache->params.ucm_event_priority,

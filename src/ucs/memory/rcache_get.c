@@ -200,6 +200,8 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
         ucs_rcache_inflight_set_locked(rcache, span);
         ucs_rcache_unlock(rcache);
     }
+    /* subscribed before mem_reg: an unmap meanwhile marks inflight */
+    ucs_rcache_uffd_subscribe(rcache, region);
 
     /* mark before pinning: a fork in between must not share the pages */
     status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
@@ -216,6 +218,7 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
         region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED |
                          (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
     } else {
+        ucs_rcache_uffd_unsubscribe(rcache, region);
         ucs_rcache_lock(rcache);
         rcache->stats.reg_failures++;
         rcache->inflight.active = 0;

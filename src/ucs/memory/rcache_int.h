@@ -40,6 +40,7 @@
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
+#define UCS_RCACHE_REGION_FLAG_UFFD UCS_BIT(7) /* subscribed, rcache_uffd.c */
 
 /* UCX_RCACHE_DONTFORK values */
 enum {
@@ -58,6 +59,7 @@ typedef struct ucs_rcache_region_hdr {
     unsigned        fork_gen; /* cache fork generation at registration */
     uint16_t        npfn;     /* page frames recorded (CHECK_PFN) */
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
+    uint64_t        uffd_token; /* UCS_RCACHE_REGION_FLAG_UFFD subscription */
 } ucs_rcache_region_hdr_t;
 
 /* Most page frames recorded per region (npfn). */
@@ -146,6 +148,7 @@ struct ucs_rcache {
     int                 purge_on_fork;
     int                 dontfork;    /* mark registered pages MADV_DONTFORK */
     int                 events;      /* registered ucm events */
+    int                 uffd;        /* subscribe regions (rcache_uffd.c) */
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
     ucs_list_link_t     pool;        /* free regions (tmp_list) */
@@ -240,6 +243,15 @@ unsigned long ucs_rcache_dontfork_pages(void);
 ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
+
+/* rcache_uffd.c: start the monitor (create; error only under
+ * UCX_MEM_UFFD=yes), subscribe a region about to be registered, drop its
+ * subscription (release).  Registration path, no spinlock held. */
+ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache);
+void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
+                               ucs_rcache_region_t *region);
+void ucs_rcache_uffd_unsubscribe(ucs_rcache_t *rcache,
+                                 ucs_rcache_region_t *region);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);

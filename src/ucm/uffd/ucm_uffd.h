@@ -1,0 +1,78 @@
+/*
+ * userfaultfd monitor of subscribed ranges (internal to libucm).
+ *
+ * The registration cache subscribes the ranges it registers; the kernel then
+ * reports every unmap (munmap, mremap, MAP_FIXED over it, madvise
+ * DONTNEED/REMOVE), whoever makes it (raw syscalls, the dynamic loader,
+ * static code), and the monitor turns each report into VM_UNMAPPED for
+ * exactly that range.  The public entry points are in ucm_ext.h.
+ *
+ * The span table (ucm_uffd_table.c) holds the page-aligned, disjoint spans
+ * registered with the kernel and how many subscriptions each serves.  It is
+ * a treap (O(log n) find/insert/remove) whose nodes come from mmap()ed
+ * chunks: no malloc, so it may be used from the dispatcher thread while a
+ * hooked allocator is in any state.  Callers serialize with ucm_uffd_lock.
+ */
+#ifndef UCM_UFFD_H_
+#define UCM_UFFD_H_
+
+#include <ucm/api/ucm_ext.h>
+#include <ucs/config/ucs_config_parse.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* UCX_MEM_UFFD* (kept out of ucm_global_opts, whose layout is UCX's ABI) */
+typedef struct ucm_uffd_opts {
+    int mode;             /* ucm_uffd_mode_t */
+    int register_missing; /* 1: UFFDIO_REGISTER_MODE_MISSING, 0: WP */
+    size_t grain;         /* widen registrations to this alignment */
+} ucm_uffd_opts_t;
+
+extern ucm_uffd_opts_t ucm_uffd_opts;
+extern const ucs_config_field_t ucm_uffd_config_table[];
+
+/* Serializes subscriptions, the span table and the state. */
+extern pthread_mutex_t ucm_uffd_lock;
+
+typedef struct ucm_uffd_span ucm_uffd_span_t;
+struct ucm_uffd_span {
+    uintptr_t start, end; /* page aligned, end > start */
+    unsigned long count;  /* subscriptions counted here */
+    uint64_t seq;         /* lineage: set when registered, kept by
+                             the remnants of a cut; subscriptions
+                             hold it as their token */
+    unsigned prio;        /* treap heap key */
+    ucm_uffd_span_t *left, *right;
+};
+
+/* Span containing addr, or NULL. */
+ucm_uffd_span_t *ucm_uffd_table_find(uintptr_t addr);
+
+/* First span that ends after addr (the one containing it, or the next). */
+ucm_uffd_span_t *ucm_uffd_table_first_after(uintptr_t addr);
+
+/* Make sure 'need' nodes are free.  UCS_ERR_NO_MEMORY if mmap fails. */
+ucs_status_t ucm_uffd_table_reserve(unsigned need);
+
+/* Add [start, end) with count, which must not overlap any span.  Uses a
+ * reserved node; UCS_ERR_NO_MEMORY if none is left and mmap fails. */
+ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
+                                unsigned long count, uint64_t seq);
+
+/* Remove one span (from find/first_after). */
+void ucm_uffd_table_remove(ucm_uffd_span_t *span);
+
+/* Cut [start, end) out of every span: spans inside go away, spans that
+ * stick out keep their remnants (with their count; a remnant that cannot
+ * get a node is forgotten, which only leaves it registered unowned);
+ * remnants keep the span's seq. */
+void ucm_uffd_table_cut(uintptr_t start, uintptr_t end);
+
+/* Spans in the table. */
+unsigned long ucm_uffd_table_size(void);
+
+/* Forget every span (forked child: its mappings are not registered). */
+void ucm_uffd_table_reset(void);
+
+#endif
