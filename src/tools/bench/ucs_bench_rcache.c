@@ -247,6 +247,61 @@ static void bench_random_hits(unsigned long n, const char *name)
     munmap(area, 2 * n * UCS_BENCH_PAGE);
 }
 
+/* The machine's floor for a random hit over n regions: one dependent load
+ * of a random cache line in n x 128 bytes (about the memory the cache
+ * itself holds per region), a pointer chase along a random cycle (Sattolo)
+ * so that no load can start before the previous one ends.  A hit over
+ * many regions needs at least two such loads (the index leaf, then the
+ * region's reference count).  Reported in the "none" column, ns per load. */
+static void bench_memory_floor(unsigned long n, const char *name)
+{
+    unsigned long iters = bench_quick ? 70000 : 700000;
+    const size_t slot   = 128;
+    uint64_t x          = 0x9e3779b97f4a7c15ull;
+    double best = 1e30, t;
+    unsigned long i, j, r;
+    uint32_t *perm, tmp;
+    char *buf;
+    void **p;
+
+    buf  = malloc(n * slot);
+    perm = malloc(n * sizeof(*perm));
+    if ((buf == NULL) || (perm == NULL)) {
+        fprintf(stderr, "memory floor: out of memory\n");
+        exit(3);
+    }
+    for (i = 0; i < n; ++i) {
+        perm[i] = i;
+    }
+    for (i = n - 1; i > 0; --i) { /* Sattolo: one cycle through all */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        j       = ((x >> 32) * i) >> 32; /* uniform in [0, i) */
+        tmp     = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (i = 0; i < n; ++i) {
+        *(void**)(buf + perm[i] * slot) = buf + perm[(i + 1) % n] * slot;
+    }
+    p = (void**)buf;
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        t = bench_cpu_ns();
+        for (i = 0; i < iters; ++i) {
+            p = (void**)*p;
+        }
+        t = (bench_cpu_ns() - t) / iters;
+        best = (t < best) ? t : best;
+    }
+    if (p == NULL) { /* keeps the chase */
+        fprintf(stderr, "memory floor: broken chain\n");
+    }
+    bench_report(name, best);
+    free(perm);
+    free(buf);
+}
+
 typedef struct {
     ucs_rcache_t  *rcache;
     char          *addr;
@@ -452,6 +507,14 @@ static void bench_worker(const char *lib)
         bench_random_hits(bench_quick ? 200000 : 1000000,
                           bench_quick ? "random hits, 200k regions (ns)" :
                                         "random hits, 1M regions (ns)");
+    }
+    if (bench_impl == 2) {
+        bench_memory_floor(10000, "floor: 1 random load, 10k x 128 B (ns)");
+        bench_memory_floor(100000, "floor: 1 random load, 100k x 128 B (ns)");
+        bench_memory_floor(bench_quick ? 200000 : 1000000,
+                           bench_quick ?
+                                   "floor: 1 random load, 200k x 128 B (ns)" :
+                                   "floor: 1 random load, 1M x 128 B (ns)");
     }
     bench_scaling();
     bench_miss_evict();

@@ -265,8 +265,7 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
 
     ucs_rcache_lock(rcache);
     if (comp != NULL) {
-        ucs_list_add_tail(&ucs_rcache_region_hdr(rcache, region)->comps,
-                          &comp->link);
+        ucs_list_add_tail(&region->comp_list, &comp->link);
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);

@@ -173,7 +173,7 @@ static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
     /* refcount is 0 and stays 0: racing lookups cannot take it */
     hdr = ucs_rcache_region_hdr(rcache, region);
     memset(region, 0, rcache->hot.hdr_offset + sizeof(*hdr));
-    ucs_list_head_init(&hdr->comps);
+    ucs_list_head_init(&region->comp_list);
     hdr->fork_gen = rcache->fork_gen;
     return region;
 }

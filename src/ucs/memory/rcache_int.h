@@ -55,12 +55,17 @@ enum {
  * writes: refcount, prot, flags, and here the range and referenced. */
 typedef struct ucs_rcache_region_hdr {
     ucs_pgt_addr_t  start, end; /* super.start/end, set before insertion */
-    ucs_list_link_t comps;    /* ucs_rcache_comp_t, invalidation callbacks */
     unsigned        fork_gen; /* cache fork generation at registration */
     uint16_t        npfn;     /* page frames recorded (CHECK_PFN) */
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
     uint64_t        uffd_token; /* UCS_RCACHE_REGION_FLAG_UFFD subscription */
 } ucs_rcache_region_hdr_t;
+
+/* A plain region and its header stay within two cache lines (the region's
+ * own comp_list holds the invalidation callbacks, ucs_rcache_comp_t). */
+_Static_assert(((sizeof(ucs_rcache_region_t) + 7) & ~(size_t)7) +
+                       sizeof(ucs_rcache_region_hdr_t) <= 128,
+               "region + hidden header exceed two cache lines");
 
 /* Most page frames recorded per region (npfn). */
 #define UCS_RCACHE_PFN_MAX UINT16_MAX

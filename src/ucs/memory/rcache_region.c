@@ -142,9 +142,9 @@ static int ucs_rcache_region_finish(ucs_rcache_t *rcache,
     /* nobody can add completions to a region nobody references any more;
      * the lock orders us after an invalidation that added one */
     ucs_list_head_init(&comps);
-    if (!ucs_list_is_empty(&hdr->comps)) {
+    if (!ucs_list_is_empty(&region->comp_list)) {
         ucs_rcache_lock(rcache);
-        ucs_list_splice_tail(&comps, &hdr->comps);
+        ucs_list_splice_tail(&comps, &region->comp_list);
         ucs_rcache_unlock(rcache);
     }
     while (!ucs_list_is_empty(&comps)) {
