@@ -52,7 +52,8 @@ tools_smoke() {
         UCX_MEM_MMAP_HOOK_MODE=reloc "$b/src/tools/ucm_info" -e >/dev/null &&
         if [ -x "$b/src/tools/ucm_bench_hooks" ]; then
             "$b/src/tools/ucm_bench_hooks" --quick
-        fi
+        fi &&
+        "$b/src/tools/ucm_bench_uffd" --quick
 }
 
 stage "build + check (bistro, reloc, jemalloc, tcmalloc)" check_in "$top/build"
