@@ -247,6 +247,34 @@ static void bench_random_hits(unsigned long n, const char *name)
     munmap(area, 2 * n * UCS_BENCH_PAGE);
 }
 
+/* The machine's floor for a hit on one region: the two atomic read-modify-
+ * writes a get+put must make on the region's reference count (a
+ * compare-and-swap that takes a reference only from a live count, then a
+ * fetch-and-sub), nothing else.  Reported in the "none" column. */
+static void bench_atomic_floor(void)
+{
+    unsigned long iters     = bench_quick ? 3000000 : 30000000;
+    static volatile uint32_t refcount = 1;
+    double best = 1e30, t;
+    unsigned long i, r;
+    uint32_t old;
+
+    for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
+        t = bench_cpu_ns();
+        for (i = 0; i < iters; ++i) {
+            old = refcount;
+            while (!__atomic_compare_exchange_n(&refcount, &old, old + 1, 0,
+                                                __ATOMIC_ACQUIRE,
+                                                __ATOMIC_RELAXED)) {
+            }
+            __atomic_fetch_sub(&refcount, 1, __ATOMIC_RELEASE);
+        }
+        t = (bench_cpu_ns() - t) / iters;
+        best = (t < best) ? t : best;
+    }
+    bench_report("floor: hold+release atomics, 1 region (ns)", best);
+}
+
 /* The machine's floor for a random hit over n regions: one dependent load
  * of a random cache line in n x 128 bytes (about the memory the cache
  * itself holds per region), a pointer chase along a random cycle (Sattolo)
@@ -509,6 +537,7 @@ static void bench_worker(const char *lib)
                                         "random hits, 1M regions (ns)");
     }
     if (bench_impl == 2) {
+        bench_atomic_floor();
         bench_memory_floor(10000, "floor: 1 random load, 10k x 128 B (ns)");
         bench_memory_floor(100000, "floor: 1 random load, 100k x 128 B (ns)");
         bench_memory_floor(bench_quick ? 200000 : 1000000,
