@@ -158,28 +158,65 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     return UCS_OK;
 }
 
-/* Not the thread's last hit: search the index (lock-free), else miss. */
+/* The hint entry of a request's first page (see ucs_rcache_hint_t). */
+static inline ucs_rcache_hint_t *ucs_rcache_hint(ucs_rcache_t *rcache,
+                                                 ucs_pgt_addr_t page)
+{
+    return &rcache->hot.hints[(page * 0x9e3779b97f4a7c15ull) >>
+                              (64 - UCS_RCACHE_HINT_BITS)];
+}
+
+/* A lock-free candidate (hint or index answer, may be NULL): held and
+ * validated, or NULL. */
+static inline ucs_rcache_region_t *
+ucs_rcache_candidate_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                          ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
+{
+    if ((region == NULL) ||
+        !ucs_rcache_region_covers(rcache, region, start, end, prot)) {
+        return NULL;
+    }
+    return ucs_rcache_region_try_hold(rcache, region, start, end, prot);
+}
+
+/* Not the thread's last hit: the page's hint, then the index (both
+ * lock-free), else miss. */
 static UCS_F_NOINLINE ucs_status_t
 ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                        ucs_pgt_addr_t end, int prot, void *arg,
                        ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_region_t *region;
+    ucs_pgt_addr_t page = start >> 12;
+    ucs_rcache_region_t *region = NULL;
+    ucs_rcache_hint_t *hint;
 
-    if (ucs_likely(!ucs_rcache_deferred_unmaps(rcache))) {
-        region = (ucs_rcache_region_t*)ucs_range_index_find_racy(
-                &rcache->index, start);
-        if ((region != NULL) &&
-            ucs_rcache_region_covers(rcache, region, start, end, prot) &&
-            ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
-                                                  prot)) != NULL)) {
-            ucs_rcache_thread.rcache_id = rcache->hot.id;
-            ucs_rcache_thread.region    = region;
-            ucs_rcache_hit_done(rcache, region, region_p);
-            return UCS_OK;
-        }
+    if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
+        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
-    return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+
+    hint = ucs_rcache_hint(rcache, page);
+    if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
+        region = ucs_rcache_candidate_hold(
+                rcache, __atomic_load_n(&hint->region, __ATOMIC_RELAXED),
+                start, end, prot);
+    }
+    if (region == NULL) {
+        region = ucs_rcache_candidate_hold(
+                rcache,
+                (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
+                                                                start),
+                start, end, prot);
+        if (region == NULL) {
+            return ucs_rcache_get_miss(rcache, start, end, prot, arg,
+                                       region_p);
+        }
+        __atomic_store_n(&hint->page, page, __ATOMIC_RELAXED);
+        __atomic_store_n(&hint->region, region, __ATOMIC_RELAXED);
+    }
+    ucs_rcache_thread.rcache_id = rcache->hot.id;
+    ucs_rcache_thread.region    = region;
+    ucs_rcache_hit_done(rcache, region, region_p);
+    return UCS_OK;
 }
 
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,

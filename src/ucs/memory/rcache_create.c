@@ -139,6 +139,13 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_list_head_init(&rcache->pending);
     ucs_list_head_init(&rcache->fork_link);
     ucs_list_head_init(&rcache->pool);
+    rcache->hot.hints = calloc(1ul << UCS_RCACHE_HINT_BITS,
+                               sizeof(*rcache->hot.hints));
+    if (rcache->hot.hints == NULL) {
+        ucs_rcache_error("%s: no memory for the lookup hints", name);
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
+    }
 
     status = ucs_rcache_fork_register(rcache);
     if (status != UCS_OK) {
@@ -182,6 +189,7 @@ err_events:
 err_fork:
     ucs_rcache_fork_unregister(rcache);
 err_free:
+    free(rcache->hot.hints);
     pthread_mutex_destroy(&rcache->reg_lock);
     free(rcache);
 err:
@@ -231,6 +239,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     pthread_mutex_destroy(&rcache->reg_lock);
+    free(rcache->hot.hints);
     free(rcache);
     return UCS_OK;
 }

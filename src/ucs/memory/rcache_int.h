@@ -98,6 +98,16 @@ typedef struct ucs_rcache_config {
     int           dontfork;     /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
 
+/* Lookup hints (rcache.c): a direct-mapped table from a request's first
+ * page to the region that last answered it from the index.  Both words are
+ * read and written without a lock (a torn pair is harmless): an entry is
+ * only a candidate, validated like the thread's last hit. */
+#define UCS_RCACHE_HINT_BITS 16
+typedef struct ucs_rcache_hint {
+    ucs_pgt_addr_t      page;        /* start >> 12 of the lookup */
+    ucs_rcache_region_t *region;
+} ucs_rcache_hint_t;
+
 struct ucs_rcache {
     /* read by every hit, written only at create: a cache line of its own */
     struct {
@@ -105,6 +115,7 @@ struct ucs_rcache {
         size_t          align_mask;  /* params.alignment - 1 */
         unsigned        check_pfn;   /* pages to check on hits, 0: off */
         size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
+        ucs_rcache_hint_t *hints;    /* 1 << UCS_RCACHE_HINT_BITS entries */
     } __attribute__((aligned(64))) hot;
     uintptr_t           lock __attribute__((aligned(64))); /* owner
                                         (ucs_rcache_self()), 0: free */

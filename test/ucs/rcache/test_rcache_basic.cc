@@ -320,3 +320,52 @@ TEST_F(rcache_basic, shm_segment_attached_twice)
     EXPECT_EQ(0u, stats().regions);
     munmap(base, 3 * size);
 }
+
+/* The lookup hints (a page -> region table filled by index hits) hold
+ * candidates only: after the page is replaced, the hint's old region is
+ * rejected and the new pages are registered (frame oracle). */
+TEST_F(rcache_basic, stale_lookup_hint_is_rejected)
+{
+    char *buf = (char*)map(4);
+    char *a   = buf, *b = buf + 2 * page_size;
+
+    memset(buf, 1, 4 * page_size);
+    for (int round = 0; round < 2; ++round) { /* misses, then index hits */
+        test_region *ra = get(a, page_size);
+        test_region *rb = get(b, page_size);
+        ASSERT_TRUE(ra && rb);
+        ASSERT_NE(ra, rb);
+        put(ra);
+        put(rb);
+    }
+    /* a's hint now names a's first region; the thread's last hit is b's */
+    test_region *old_a = get(a, page_size);
+    ASSERT_TRUE(old_a);
+    put(old_a);
+    test_region *rb = get(b, page_size);
+    ASSERT_TRUE(rb);
+    put(rb);
+    unsigned regs_before = regs.load();
+
+    ASSERT_EQ(a, mmap(a, page_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+    memset(a, 2, page_size);
+    test_region *new_a = get(a, page_size);
+    ASSERT_TRUE(new_a);
+    EXPECT_EQ(regs_before + 1, regs.load()) << "served from a stale hint";
+    EXPECT_EQ("", check_region(new_a, (uintptr_t)a, page_size));
+    put(new_a);
+    /* and the hint learns the new region: an index hit, then a hint hit */
+    for (int i = 0; i < 2; ++i) {
+        rb = get(b, page_size);
+        ASSERT_TRUE(rb);
+        put(rb);
+        test_region *again = get(a, page_size);
+        ASSERT_TRUE(again);
+        EXPECT_EQ(new_a, again);
+        EXPECT_EQ("", check_region(again, (uintptr_t)a, page_size));
+        put(again);
+    }
+    EXPECT_EQ(regs_before + 1, regs.load());
+    munmap(buf, 4 * page_size);
+}
