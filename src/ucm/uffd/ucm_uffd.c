@@ -46,6 +46,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef HAVE_VALGRIND_VALGRIND_H
 #include <valgrind/valgrind.h>
@@ -122,6 +123,8 @@ static uint64_t ucm_uffd_seq; /* last span lineage handed out */
 static int ucm_uffd_atfork_done;
 static char ucm_uffd_reason[160] = "not started (no registration cache yet)";
 static int ucm_uffd_once[UCM_UFFD_ONCE_LAST];
+/* monitor threads that have started running (see ucm_uffd_threads_wait) */
+static int ucm_uffd_threads_up;
 static __thread int ucm_uffd_on_monitor
     __attribute__((tls_model("initial-exec")));
 
@@ -270,6 +273,7 @@ static void *ucm_uffd_dispatcher(void *arg)
     int overflow;
 
     ucm_uffd_on_monitor = 1;
+    __atomic_add_fetch(&ucm_uffd_threads_up, 1, __ATOMIC_RELEASE);
     for (;;) {
         pthread_mutex_lock(&ucm_uffd_queue.lock);
         while ((ucm_uffd_queue.count == 0) && !ucm_uffd_queue.overflow) {
@@ -315,6 +319,7 @@ static void *ucm_uffd_reader(void *arg)
     unsigned i;
 
     ucm_uffd_on_monitor = 1;
+    __atomic_add_fetch(&ucm_uffd_threads_up, 1, __ATOMIC_RELEASE);
     for (;;) {
         if (poll(&pfd, 1, -1) < 0) {
             if (errno == EINTR) {
@@ -384,6 +389,24 @@ static void ucm_uffd_atfork_child(void)
         snprintf(ucm_uffd_reason, sizeof(ucm_uffd_reason),
                  "forked child: restarts at the next subscription");
     }
+}
+
+/* Wait until both monitor threads run (bounded): no unmap may wait for a
+ * reader that is not there yet, and a fork() right after the start must not
+ * find them inside their start-up (where a sanitizer's allocator holds
+ * locks that a forked child would inherit held).  0, or ETIMEDOUT. */
+static int ucm_uffd_threads_wait(void)
+{
+    struct timespec pause = {0, 100000}; /* 100 us */
+    unsigned i;
+
+    for (i = 0; i < 100000; ++i) { /* 10 s */
+        if (__atomic_load_n(&ucm_uffd_threads_up, __ATOMIC_ACQUIRE) == 2) {
+            return 0;
+        }
+        nanosleep(&pause, NULL);
+    }
+    return ETIMEDOUT;
 }
 
 /* Fail the start with a reason (one line: error under yes, diag else). */
@@ -482,6 +505,7 @@ static void ucm_uffd_open_locked(void)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    ucm_uffd_threads_up = 0;
     err = pthread_create(&thread, &attr, ucm_uffd_dispatcher, NULL);
     if (err == 0) {
         err = pthread_create(&thread, &attr, ucm_uffd_reader,
@@ -491,6 +515,11 @@ static void ucm_uffd_open_locked(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {
         goto err_close;
+    }
+    if (ucm_uffd_threads_wait() != 0) {
+        /* fd stays open: a late reader must not poll a reused number */
+        ucm_uffd_fail_locked("monitor threads did not start in 10 s", 0);
+        return;
     }
 
     ucm_uffd_fd       = fd;
