@@ -93,6 +93,19 @@ ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     return region;
 }
 
+/* A lock-free candidate (the thread's last hit, a hint or the index's
+ * answer; may be NULL): held and validated, or NULL. */
+static inline ucs_rcache_region_t *
+ucs_rcache_candidate_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                          ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
+{
+    if ((region == NULL) ||
+        !ucs_rcache_region_covers(rcache, region, start, end, prot)) {
+        return NULL;
+    }
+    return ucs_rcache_region_try_hold(rcache, region, start, end, prot);
+}
+
 /* Unmaps seen by the lock owner's signal handlers and not applied yet: the
  * locked path applies them, hits must wait for it. */
 static inline int ucs_rcache_deferred_unmaps(ucs_rcache_t *rcache)
@@ -166,19 +179,6 @@ static inline ucs_rcache_hint_t *ucs_rcache_hint(ucs_rcache_t *rcache,
                               (64 - UCS_RCACHE_HINT_BITS)];
 }
 
-/* A lock-free candidate (hint or index answer, may be NULL): held and
- * validated, or NULL. */
-static inline ucs_rcache_region_t *
-ucs_rcache_candidate_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
-                          ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
-{
-    if ((region == NULL) ||
-        !ucs_rcache_region_covers(rcache, region, start, end, prot)) {
-        return NULL;
-    }
-    return ucs_rcache_region_try_hold(rcache, region, start, end, prot);
-}
-
 /* Not the thread's last hit: the page's hint, then the index (both
  * lock-free), else miss. */
 static UCS_F_NOINLINE ucs_status_t
@@ -247,13 +247,10 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
 
     /* the thread's last hit; ids are never reused, so a match means its
      * region's memory belongs to this live cache */
-    region = ucs_rcache_thread.region;
     if (ucs_likely((ucs_rcache_thread.rcache_id == rcache->hot.id) &&
-                   ucs_rcache_region_covers(rcache, region, start, end,
-                                            prot) &&
                    !ucs_rcache_deferred_unmaps(rcache)) &&
-        ((region = ucs_rcache_region_try_hold(rcache, region, start, end,
-                                              prot)) != NULL)) {
+        ((region = ucs_rcache_candidate_hold(rcache, ucs_rcache_thread.region,
+                                             start, end, prot)) != NULL)) {
         ucs_rcache_hit_done(rcache, region, region_p);
         return UCS_OK;
     }
