@@ -205,6 +205,16 @@ static long bench_rss_kb(void)
     return rss * (UCS_BENCH_PAGE / 1024);
 }
 
+/* xorshift64 step, then a number uniform in [0, n) (n < 2^32) by
+ * multiply-shift instead of a division */
+static inline unsigned long bench_random_below(uint64_t *x, unsigned long n)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return ((*x >> 32) * n) >> 32;
+}
+
 /* random get+put over n regions at every other page */
 static void bench_random_hits(unsigned long n, const char *name)
 {
@@ -230,13 +240,9 @@ static void bench_random_hits(unsigned long n, const char *name)
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
         t = bench_cpu_ns();
         for (i = 0; i < iters; ++i) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            /* uniform in [0, n) without a division */
             bench_get_put(rcache,
-                          area + 2 * (((x >> 32) * n) >> 32) * UCS_BENCH_PAGE +
-                                  8,
+                          area + 2 * bench_random_below(&x, n) *
+                                         UCS_BENCH_PAGE + 8,
                           64);
         }
         t = (bench_cpu_ns() - t) / iters;
@@ -302,10 +308,7 @@ static void bench_memory_floor(unsigned long n, const char *name)
         perm[i] = i;
     }
     for (i = n - 1; i > 0; --i) { /* Sattolo: one cycle through all */
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        j       = ((x >> 32) * i) >> 32; /* uniform in [0, i) */
+        j       = bench_random_below(&x, i);
         tmp     = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
