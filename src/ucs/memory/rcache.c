@@ -10,39 +10,45 @@
 
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
 
-static unsigned ucs_rcache_shard_next;
-
-/* Per thread: its stats shard and the region of its last hit, with the
- * identity of that region's cache (ids are never reused, so an entry left
- * by a destroyed cache never matches). */
-typedef struct {
-    unsigned long       rcache_id;
-    ucs_rcache_region_t *region;
-    unsigned            shard;
-} ucs_rcache_thread_t;
-
-static __thread ucs_rcache_thread_t ucs_rcache_thread
-    __attribute__((tls_model("initial-exec"))) = {0, NULL, ~0u};
-
-static UCS_F_NOINLINE unsigned ucs_rcache_shard_assign(void)
+/* This thread's slot in rcache (assigned at its first call), or NULL. */
+static inline ucs_rcache_slot_t *ucs_rcache_slot(ucs_rcache_t *rcache)
 {
-    ucs_rcache_thread.shard = __atomic_fetch_add(&ucs_rcache_shard_next, 1,
-                                                 __ATOMIC_RELAXED) %
-                              UCS_RCACHE_STAT_SHARDS;
-    return ucs_rcache_thread.shard;
+    unsigned slot = ucs_rcache_tid - 1;
+
+    if (ucs_likely(slot < UCS_RCACHE_SLOTS)) {
+        return &rcache->slots[slot];
+    }
+    return ucs_rcache_slot_assign(rcache);
 }
 
-static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache)
+/* One instruction on x86 (a signal handler of this thread cannot split
+ * it), no lock prefix: the slot has one writer. */
+static inline void ucs_rcache_local_add(uint32_t *local, int delta)
 {
-    unsigned id = ucs_rcache_thread.shard;
-    ucs_rcache_stat_shard_t *shard;
+#if defined(__x86_64__)
+    __asm__ volatile("addl %1, %0" : "+m"(*local) : "ri"(delta) : "cc");
+#else
+    __atomic_fetch_add(local, delta, __ATOMIC_RELAXED);
+#endif
+}
 
-    if (ucs_unlikely(id >= UCS_RCACHE_STAT_SHARDS)) {
-        id = ucs_rcache_shard_assign();
+static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache,
+                                        ucs_rcache_slot_t *slot)
+{
+    if (ucs_likely(slot != NULL)) {
+        __atomic_store_n(&slot->hits_fast, slot->hits_fast + 1,
+                         __ATOMIC_RELAXED);
+    } else {
+        __atomic_fetch_add(&rcache->hits_fast_shared, 1, __ATOMIC_RELAXED);
     }
-    shard = &rcache->shards[id];
-    __atomic_store_n(&shard->hits_fast, shard->hits_fast + 1,
-                     __ATOMIC_RELAXED);
+}
+
+/* In the index and not invalidated. */
+static inline int ucs_rcache_region_valid(const ucs_rcache_region_t *region)
+{
+    return (__atomic_load_n(&region->flags, __ATOMIC_ACQUIRE) &
+            (UCS_RCACHE_REGION_FLAG_PGTABLE | UCS_RCACHE_REGION_FLAG_INVALID)) ==
+           UCS_RCACHE_REGION_FLAG_PGTABLE;
 }
 
 /* From the header's copy of the range: the same cache line as refcount,
@@ -67,7 +73,6 @@ ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                            ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
 {
     uint32_t refcount;
-    uint8_t flags;
 
     refcount = __atomic_load_n(&region->refcount, __ATOMIC_RELAXED);
     do {
@@ -78,10 +83,7 @@ ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                                           refcount + 1, 1, __ATOMIC_ACQ_REL,
                                           __ATOMIC_RELAXED));
     /* now it cannot be released or recycled: validate what we found */
-    flags = __atomic_load_n(&region->flags, __ATOMIC_ACQUIRE);
-    if (ucs_unlikely(((flags & (UCS_RCACHE_REGION_FLAG_PGTABLE |
-                                UCS_RCACHE_REGION_FLAG_INVALID)) !=
-                      UCS_RCACHE_REGION_FLAG_PGTABLE) ||
+    if (ucs_unlikely(!ucs_rcache_region_valid(region) ||
                      !ucs_rcache_region_covers(rcache, region, start, end,
                                                prot))) {
         ucs_rcache_region_put(rcache, region);
@@ -114,10 +116,11 @@ static inline int ucs_rcache_deferred_unmaps(ucs_rcache_t *rcache)
 }
 
 static inline void ucs_rcache_hit_done(ucs_rcache_t *rcache,
+                                       ucs_rcache_slot_t *slot,
                                        ucs_rcache_region_t *region,
                                        ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_count_hit(rcache);
+    ucs_rcache_count_hit(rcache, slot);
     if (ucs_unlikely(rcache->hot.check_pfn)) {
         ucs_rcache_pfn_verify(rcache, region);
     }
@@ -153,9 +156,9 @@ static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
 
 /* The registration path, out of line so that the hit path stays small. */
 static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                    ucs_pgt_addr_t end, int prot, void *arg,
-                    ucs_rcache_region_t **region_p)
+ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                    ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+                    void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_region_t *region;
     ucs_status_t status;
@@ -166,6 +169,9 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     }
     if (ucs_unlikely(rcache->hot.check_pfn)) {
         ucs_rcache_pfn_verify(rcache, region);
+    }
+    if (slot != NULL) {
+        slot->last = region; /* a hit next time leases it */
     }
     *region_p = region;
     return UCS_OK;
@@ -179,43 +185,58 @@ static inline ucs_rcache_hint_t *ucs_rcache_hint(ucs_rcache_t *rcache,
                               (64 - UCS_RCACHE_HINT_BITS)];
 }
 
-/* Not the thread's last hit: the page's hint, then the index (both
- * lock-free), else miss. */
+/* Not the thread's lease: its last hit, the page's hint, then the index
+ * (all lock-free), else miss.  The second hit in a row on a region leases
+ * it (see "leases" in rcache_int.h). */
 static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                       ucs_pgt_addr_t end, int prot, void *arg,
-                       ucs_rcache_region_t **region_p)
+ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                       ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+                       void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_pgt_addr_t page = start >> 12;
     ucs_rcache_region_t *region = NULL;
     ucs_rcache_hint_t *hint;
 
     if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
-        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+        return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
+                                   region_p);
     }
 
-    hint = ucs_rcache_hint(rcache, page);
-    if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
-        region = ucs_rcache_candidate_hold(
-                rcache, __atomic_load_n(&hint->region, __ATOMIC_RELAXED),
-                start, end, prot);
+    if (slot != NULL) {
+        if ((slot->lease != NULL) && !ucs_rcache_region_valid(slot->lease)) {
+            ucs_rcache_lease_drop(rcache, slot);
+        }
+        region = ucs_rcache_candidate_hold(rcache, slot->last, start, end,
+                                           prot);
+        if ((region != NULL) && (region != slot->lease)) {
+            ucs_rcache_lease_take(rcache, slot, region);
+        }
     }
     if (region == NULL) {
-        region = ucs_rcache_candidate_hold(
-                rcache,
-                (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
-                                                                start),
-                start, end, prot);
-        if (region == NULL) {
-            return ucs_rcache_get_miss(rcache, start, end, prot, arg,
-                                       region_p);
+        hint = ucs_rcache_hint(rcache, page);
+        if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
+            region = ucs_rcache_candidate_hold(
+                    rcache, __atomic_load_n(&hint->region, __ATOMIC_RELAXED),
+                    start, end, prot);
         }
-        __atomic_store_n(&hint->page, page, __ATOMIC_RELAXED);
-        __atomic_store_n(&hint->region, region, __ATOMIC_RELAXED);
+        if (region == NULL) {
+            region = ucs_rcache_candidate_hold(
+                    rcache,
+                    (ucs_rcache_region_t*)ucs_range_index_find_racy(
+                            &rcache->index, start),
+                    start, end, prot);
+            if (region == NULL) {
+                return ucs_rcache_get_miss(rcache, slot, start, end, prot,
+                                           arg, region_p);
+            }
+            __atomic_store_n(&hint->page, page, __ATOMIC_RELAXED);
+            __atomic_store_n(&hint->region, region, __ATOMIC_RELAXED);
+        }
+        if (slot != NULL) {
+            slot->last = region;
+        }
     }
-    ucs_rcache_thread.rcache_id = rcache->hot.id;
-    ucs_rcache_thread.region    = region;
-    ucs_rcache_hit_done(rcache, region, region_p);
+    ucs_rcache_hit_done(rcache, slot, region, region_p);
     return UCS_OK;
 }
 
@@ -224,6 +245,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       ucs_rcache_region_t **region_p)
 {
     ucs_rcache_region_t *region;
+    ucs_rcache_slot_t *slot;
     ucs_pgt_addr_t start, end;
     size_t align_mask;
 
@@ -245,16 +267,18 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         ucm_uffd_drain_wait(); /* an unmap was read, not yet dispatched */
     }
 
-    /* the thread's last hit; ids are never reused, so a match means its
-     * region's memory belongs to this live cache */
-    if (ucs_likely((ucs_rcache_thread.rcache_id == rcache->hot.id) &&
-                   !ucs_rcache_deferred_unmaps(rcache)) &&
-        ((region = ucs_rcache_candidate_hold(rcache, ucs_rcache_thread.region,
-                                             start, end, prot)) != NULL)) {
-        ucs_rcache_hit_done(rcache, region, region_p);
+    /* the thread's lease: a region nobody can release meanwhile */
+    slot = ucs_rcache_slot(rcache);
+    if (ucs_likely(slot != NULL) && ((region = slot->lease) != NULL) &&
+        ucs_likely(!ucs_rcache_deferred_unmaps(rcache)) &&
+        ucs_rcache_region_covers(rcache, region, start, end, prot) &&
+        ucs_likely(ucs_rcache_region_valid(region))) {
+        ucs_rcache_local_add(&slot->local, 1);
+        ucs_rcache_hit_done(rcache, slot, region, region_p);
         return UCS_OK;
     }
-    return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
+    return ucs_rcache_get_indexed(rcache, slot, start, end, prot, arg,
+                                  region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
@@ -265,7 +289,18 @@ void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region)
 {
-    if (ucs_unlikely(ucs_rcache_atomic_sub(&region->refcount, 1) == 0)) {
+    unsigned id = ucs_rcache_tid - 1;
+    ucs_rcache_slot_t *slot;
+
+    if (ucs_likely(id < UCS_RCACHE_SLOTS) &&
+        ((slot = &rcache->slots[id])->lease == region) &&
+        ucs_likely(slot->local != 0)) {
+        ucs_rcache_local_add(&slot->local, -1);
+        if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
+            ucs_rcache_lease_drop(rcache, slot); /* released if unused */
+        }
+    } else if (ucs_unlikely(ucs_rcache_atomic_sub(&region->refcount, 1) ==
+                            0)) {
         ucs_rcache_region_release(rcache, region);
     }
     if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->pending_count) != 0)) {

@@ -15,8 +15,14 @@
  *  - a region returned by ucs_rcache_get() covers the whole aligned request
  *    with at least the requested protection and stays registered until its
  *    last ucs_rcache_region_put(), even if its pages are unmapped meanwhile;
+ *  - a region no longer cached (unmapped, evicted, invalidated) is
+ *    deregistered at its last put; when that put comes from another thread
+ *    than the one that leased the region (a thread's repeated hits on one
+ *    region take it off the shared count, see rcache_int.h), at the leasing
+ *    thread's next call on the cache, its exit, or destroy;
  *  - none of these functions may be called from hook context (an unmap
- *    event handler) or from mem_reg / mem_dereg of the same cache.
+ *    event handler), from a signal handler, or from mem_reg / mem_dereg of
+ *    the same cache.
  */
 #ifndef UCS_REG_CACHE_H_
 #define UCS_REG_CACHE_H_

@@ -88,7 +88,6 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
 }
 
 /* Identities of caches, for the per-thread last hit (rcache.c). */
-static unsigned long ucs_rcache_next_id;
 
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
                                const char *name,
@@ -126,8 +125,6 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         goto err;
     }
     rcache->params         = *params;
-    rcache->hot.id         = __atomic_add_fetch(&ucs_rcache_next_id, 1,
-                                                __ATOMIC_RELAXED);
     rcache->hot.align_mask = params->alignment - 1;
     rcache->hot.hdr_offset = (params->region_struct_size + 7) & ~(size_t)7;
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
@@ -137,6 +134,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->pending);
+    ucs_list_head_init(&rcache->orphans);
     ucs_list_head_init(&rcache->fork_link);
     ucs_list_head_init(&rcache->pool);
     rcache->hot.hints = calloc(1ul << UCS_RCACHE_HINT_BITS,
@@ -222,6 +220,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_list_head_init(&dead);
     pthread_mutex_lock(&rcache->reg_lock);
     ucs_rcache_lock(rcache);
+    ucs_rcache_leases_drop_all_locked(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
     ucs_rcache_unlock(rcache);

@@ -57,6 +57,8 @@ static void ucs_rcache_fork_child(void)
         rcache->fork_gen++;
         rcache->inflight.active = 0;
         rcache->maps.count      = 0;
+        /* the other threads' slots have no owner here any more */
+        ucs_rcache_leases_drop_all_locked(rcache);
         ucs_rcache_tombstone_all_locked(rcache);
     }
     pthread_mutex_init(&ucs_rcache_fork_lock, NULL);
@@ -83,6 +85,20 @@ ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache)
     ucs_list_add_tail(&ucs_rcache_fork_list, &rcache->fork_link);
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
     return UCS_OK;
+}
+
+void ucs_rcache_fork_drop_leases(unsigned slot)
+{
+    ucs_rcache_t *rcache;
+
+    pthread_mutex_lock(&ucs_rcache_fork_lock);
+    ucs_rcache_fork_for_each(rcache) {
+        ucs_rcache_lock(rcache);
+        ucs_rcache_lease_drop_locked(rcache, &rcache->slots[slot]);
+        rcache->slots[slot].last = NULL;
+        ucs_rcache_unlock(rcache);
+    }
+    pthread_mutex_unlock(&ucs_rcache_fork_lock);
 }
 
 void ucs_rcache_fork_unregister(ucs_rcache_t *rcache)

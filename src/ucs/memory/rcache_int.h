@@ -12,13 +12,23 @@
  *  - reg_lock (mutex): serializes the registration path (misses); user ops
  *    may run under it; neither lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
+ *  - leases (rcache_slot.c, biased reference counting): a thread that hits
+ *    the same region twice in a row leases it: UCS_RCACHE_LEASE_BIAS is
+ *    added to its refcount once, and the thread's own gets and puts of it
+ *    then count in its slot (slot->local, plain stores: one writer) instead
+ *    of the shared refcount.  refcount - BIAS + local is the number of
+ *    references; a leased region is never released, recycled or evicted.
+ *    The lease goes (bias removed, local folded in) when the owner's hit
+ *    finds it invalid or not covering, its put finds it invalid, at thread
+ *    exit, at destroy and in a forked child; so an invalidated region is
+ *    deregistered at its owner's next call on the cache, not before.
+ *    Not async-signal-safe (the unmap handler is).
  *  - hits take no lock: a candidate (the thread's last hit, else a racy
  *    index lookup), then a reference taken only from a non-zero count, then
  *    validation of the region (in the index, not invalidated, covering the
  *    request).  Region memory is type-stable (recycled through a pool,
  *    freed at destroy) and index arrays are retired, never freed, while the
- *    cache lives, so racing reads are safe; a thread's last hit is used
- *    only while its cache id (never reused) matches the cache's.
+ *    cache lives, so racing reads are safe.
  */
 #ifndef UCS_RCACHE_INT_H_
 #define UCS_RCACHE_INT_H_
@@ -70,13 +80,24 @@ _Static_assert(((sizeof(ucs_rcache_region_t) + 7) & ~(size_t)7) +
 /* Most page frames recorded per region (npfn). */
 #define UCS_RCACHE_PFN_MAX UINT16_MAX
 
-/* Lock-free hit counters, one cache line per thread slot (plain
- * increments: counts may be lost only when more threads than slots share
- * one).  Every fast hit is also a get. */
-#define UCS_RCACHE_STAT_SHARDS 16
-typedef struct ucs_rcache_stat_shard {
-    uint64_t hits_fast;
-} __attribute__((aligned(64))) ucs_rcache_stat_shard_t;
+/* Per-thread slots (rcache_slot.c): threads beyond UCS_RCACHE_SLOTS run
+ * without one (atomic references, hits counted in hits_fast_shared).  A
+ * slot is written only by the thread that has its number, except under
+ * the lock at thread exit, destroy and in a forked child.  Every fast hit
+ * is also a get. */
+#define UCS_RCACHE_SLOTS      64
+#define UCS_RCACHE_NO_SLOT    (~0u)
+#define UCS_RCACHE_LEASE_BIAS (1u << 30)
+typedef struct ucs_rcache_slot {
+    ucs_rcache_region_t *lease;    /* leased region, or NULL */
+    uint32_t            local;     /* references counted here, not in it */
+    ucs_rcache_region_t *last;     /* last hit: a candidate, validated */
+    uint64_t            hits_fast; /* read by stats without the owner */
+} __attribute__((aligned(64))) ucs_rcache_slot_t;
+
+/* slot number + 1 of this thread, 0: not assigned, else none */
+extern __thread unsigned ucs_rcache_tid
+        __attribute__((tls_model("initial-exec")));
 
 #define ucs_rcache_region_hdr(_rcache, _region) \
     ((ucs_rcache_region_hdr_t*)((char*)(_region) + (_rcache)->hot.hdr_offset))
@@ -111,7 +132,6 @@ typedef struct ucs_rcache_hint {
 struct ucs_rcache {
     /* read by every hit, written only at create: a cache line of its own */
     struct {
-        unsigned long   id;          /* unique in the process, never 0 */
         size_t          align_mask;  /* params.alignment - 1 */
         unsigned        check_pfn;   /* pages to check on hits, 0: off */
         size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
@@ -130,7 +150,10 @@ struct ucs_rcache {
     ucs_range_index_t   index;       /* valid regions and tombstones */
     ucs_list_link_t     lru;         /* valid regions, least recent first */
     ucs_list_link_t     pending;     /* tombstones still in the index */
-    unsigned long       pending_count; /* read without lock (atomic) */
+    ucs_list_link_t     orphans;     /* out of the index, last lease
+                                        dropped under the lock: release */
+    unsigned long       pending_count; /* pending + orphans, read without
+                                          lock (atomic) */
     size_t              unreleased_size; /* bytes of pending tombstones */
     struct {
         pthread_t       thread;
@@ -169,7 +192,8 @@ struct ucs_rcache {
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
     ucs_list_link_t     pool;        /* free regions (tmp_list) */
     void                *slabs;      /* region blocks, see rcache_get.c */
-    ucs_rcache_stat_shard_t shards[UCS_RCACHE_STAT_SHARDS];
+    uint64_t            hits_fast_shared; /* atomic, threads without slot */
+    ucs_rcache_slot_t   slots[UCS_RCACHE_SLOTS];
     char                name[64];
 };
 
@@ -272,6 +296,23 @@ void ucs_rcache_uffd_unsubscribe(ucs_rcache_t *rcache,
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
 void ucs_rcache_fork_unregister(ucs_rcache_t *rcache);
+/* Thread exit: drop slot's leases in every live cache. */
+void ucs_rcache_fork_drop_leases(unsigned slot);
+
+/* rcache_slot.c: a slot for this thread (first call), or NULL: none. */
+ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache);
+/* region is held by the caller (one reference): that reference becomes the
+ * slot's first local hold of a new lease; the old lease is dropped.  No
+ * lock held; the slot is the caller's. */
+void ucs_rcache_lease_take(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                           ucs_rcache_region_t *region);
+/* Drop the slot's lease (if any); the region is released if that was its
+ * last reference.  No lock held; the slot is the caller's. */
+void ucs_rcache_lease_drop(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot);
+/* Same under the lock (a region left unreferenced goes to orphans). */
+void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache,
+                                  ucs_rcache_slot_t *slot);
+void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache);
 
 /* rcache_lock.c */
 void ucs_rcache_lock(ucs_rcache_t *rcache);

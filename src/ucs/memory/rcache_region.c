@@ -64,6 +64,7 @@ void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead)
         ucs_rcache_unref_locked(region, dead);
     }
     ucs_list_head_init(&rcache->pending);
+    ucs_list_splice_tail(dead, &rcache->orphans);
     rcache->unreleased_size = 0;
     ucs_rcache_atomic_store(&rcache->pending_count, 0);
 }

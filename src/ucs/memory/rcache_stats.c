@@ -21,12 +21,13 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     tmp.total_size = rcache->total_size;
     tmp.unreleased = rcache->unreleased_size;
     ucs_rcache_unlock(rcache);
-    for (i = 0; i < UCS_RCACHE_STAT_SHARDS; ++i) {
-        hits           = __atomic_load_n(&rcache->shards[i].hits_fast,
-                                         __ATOMIC_RELAXED);
-        tmp.gets      += hits;
-        tmp.hits_fast += hits;
+    hits = __atomic_load_n(&rcache->hits_fast_shared, __ATOMIC_RELAXED);
+    for (i = 0; i < UCS_RCACHE_SLOTS; ++i) {
+        hits += __atomic_load_n(&rcache->slots[i].hits_fast,
+                                __ATOMIC_RELAXED);
     }
+    tmp.gets      += hits;
+    tmp.hits_fast += hits;
     *stats = tmp;
     return UCS_OK;
 }
