@@ -116,7 +116,8 @@ ucs_status_t ucm_uffd_start(int *active_p);
  * running or mapping kind not supported (file-backed...), UCS_ERR_BUSY:
  * another userfaultfd owns a page of it, UCS_ERR_INVALID_ADDR: part of it
  * is not mapped.  A subscription inside a registered span costs no system
- * call. */
+ * call, and none inside the span the last one found, while no span changed
+ * since, takes the lock (nor is counted in the span's count). */
 ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p);
 
 /* Drop one subscription (same range, its token).  The pages stay

@@ -385,7 +385,8 @@ static void ucm_uffd_atfork_child(void)
     ucm_uffd_queue.overflow       = 0;
     ucm_uffd_queue.overflow_marks = 0;
     if (ucm_uffd_state == UCM_UFFD_STATE_ACTIVE) {
-        ucm_uffd_state = UCM_UFFD_STATE_IDLE;
+        __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_IDLE,
+                         __ATOMIC_RELAXED);
         snprintf(ucm_uffd_reason, sizeof(ucm_uffd_reason),
                  "forked child: restarts at the next subscription");
     }
@@ -412,7 +413,7 @@ static int ucm_uffd_threads_wait(void)
 /* Fail the start with a reason (one line: error under yes, diag else). */
 static void ucm_uffd_fail_locked(const char *what, int err)
 {
-    ucm_uffd_state = UCM_UFFD_STATE_FAILED;
+    __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_FAILED, __ATOMIC_RELAXED);
     if (err != 0) {
         snprintf(ucm_uffd_reason, sizeof(ucm_uffd_reason), "%s: %s", what,
                  strerror(err));
@@ -524,7 +525,7 @@ static void ucm_uffd_open_locked(void)
 
     ucm_uffd_fd       = fd;
     ucm_uffd_features = features;
-    ucm_uffd_state    = UCM_UFFD_STATE_ACTIVE;
+    __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_ACTIVE, __ATOMIC_RELEASE);
     snprintf(ucm_uffd_reason, sizeof(ucm_uffd_reason),
              "active, %s mode registration, features 0x%llx",
              ucm_uffd_opts.register_missing ? "missing" : "write-protect",
@@ -638,6 +639,63 @@ static void ucm_uffd_page_align(void *addr, size_t len, uintptr_t *start_p,
     *end_p   = (end < (uintptr_t)addr) ? ~mask : ((end + mask) & ~mask);
 }
 
+/* The span the last locked subscription found or made, for subscriptions
+ * without the lock: a sequence lock (seq odd while written) over a copy that
+ * is valid while the table generation is the one it was taken at. */
+static struct {
+    unsigned long seq;
+    uintptr_t     start, end;
+    uint64_t      token;
+    unsigned long gen;
+} ucm_uffd_memo;
+
+static void ucm_uffd_memo_set_locked(uintptr_t start, uintptr_t end,
+                                     uint64_t token)
+{
+    __atomic_store_n(&ucm_uffd_memo.seq, ucm_uffd_memo.seq + 1,
+                     __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&ucm_uffd_memo.start, start, __ATOMIC_RELAXED);
+    __atomic_store_n(&ucm_uffd_memo.end, end, __ATOMIC_RELAXED);
+    __atomic_store_n(&ucm_uffd_memo.token, token, __ATOMIC_RELAXED);
+    __atomic_store_n(&ucm_uffd_memo.gen, ucm_uffd_table_gen,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&ucm_uffd_memo.seq, ucm_uffd_memo.seq + 1,
+                     __ATOMIC_RELEASE);
+}
+
+/* [start, end) inside the remembered span, still registered and active:
+ * its token without the lock (a later cut reports the unmap after this,
+ * as for a subscription made under the lock just before it). */
+static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end,
+                              uint64_t *token_p)
+{
+    unsigned long seq = __atomic_load_n(&ucm_uffd_memo.seq, __ATOMIC_ACQUIRE);
+    uintptr_t s, e;
+    unsigned long gen;
+    uint64_t token;
+
+    if ((seq & 1) ||
+        (__atomic_load_n(&ucm_uffd_draining, __ATOMIC_ACQUIRE) != 0) ||
+        (__atomic_load_n(&ucm_uffd_state, __ATOMIC_RELAXED) !=
+         UCM_UFFD_STATE_ACTIVE)) {
+        return 0;
+    }
+    s     = __atomic_load_n(&ucm_uffd_memo.start, __ATOMIC_RELAXED);
+    e     = __atomic_load_n(&ucm_uffd_memo.end, __ATOMIC_RELAXED);
+    token = __atomic_load_n(&ucm_uffd_memo.token, __ATOMIC_RELAXED);
+    gen   = __atomic_load_n(&ucm_uffd_memo.gen, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if ((__atomic_load_n(&ucm_uffd_memo.seq, __ATOMIC_RELAXED) != seq) ||
+        (__atomic_load_n(&ucm_uffd_table_gen, __ATOMIC_RELAXED) != gen) ||
+        (start < s) || (end > e)) {
+        return 0;
+    }
+    ucm_uffd_stat_add(dedups);
+    *token_p = token;
+    return 1;
+}
+
 ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
 {
     unsigned long count = 1;
@@ -649,6 +707,9 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
         return UCS_ERR_INVALID_PARAM;
     }
     ucm_uffd_page_align(addr, len, &start, &end);
+    if (ucm_uffd_memo_find(start, end, token_p)) {
+        return UCS_OK;
+    }
 
     /* spans of unmaps already read are cut first (not under the lock: the
      * dispatcher takes it); a span cut later was registered before the
@@ -665,8 +726,9 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     span = ucm_uffd_table_find(start);
     if ((span != NULL) && (span->end >= end)) {
         ++span->count; /* already registered: no system call */
-        ++ucm_uffd_stats.dedups;
+        ucm_uffd_stat_add(dedups);
         *token_p = span->seq;
+        ucm_uffd_memo_set_locked(span->start, span->end, span->seq);
         status   = UCS_OK;
         goto out;
     }
@@ -692,6 +754,9 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     }
     *token_p = ++ucm_uffd_seq;
     status   = ucm_uffd_table_add(s, e, count, *token_p); /* reserved */
+    if (status == UCS_OK) {
+        ucm_uffd_memo_set_locked(s, e, *token_p);
+    }
 out:
     pthread_mutex_unlock(&ucm_uffd_lock);
     return status;
@@ -735,7 +800,8 @@ void ucm_uffd_query(ucm_uffd_info_t *info)
     info->grain       = ucm_uffd_opts.grain;
     info->spans       = ucm_uffd_table_size();
     info->registers   = ucm_uffd_stats.registers;
-    info->dedups      = ucm_uffd_stats.dedups;
+    info->dedups      = __atomic_load_n(&ucm_uffd_stats.dedups,
+                                    __ATOMIC_RELAXED);
     info->unsupported = ucm_uffd_stats.unsupported;
     info->busy        = ucm_uffd_stats.busy;
     snprintf(info->reason, sizeof(info->reason), "%s", ucm_uffd_reason);
@@ -757,7 +823,8 @@ ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain)
         ucm_uffd_opts.grain = grain;
     }
     if (ucm_uffd_state == UCM_UFFD_STATE_FAILED) {
-        ucm_uffd_state = UCM_UFFD_STATE_IDLE; /* the next start tries again */
+        /* the next start tries again */
+        __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_IDLE, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&ucm_uffd_lock);
     return UCS_OK;

@@ -46,6 +46,18 @@ struct ucm_uffd_span {
     ucm_uffd_span_t *left, *right;
 };
 
+/* Bumped (under ucm_uffd_lock) before every change of the table: a span
+ * remembered with the value it had is still in the table, unchanged, while
+ * the value is the same (read without the lock by subscriptions). */
+extern unsigned long ucm_uffd_table_gen;
+
+static inline void ucm_uffd_table_changed(void)
+{
+    __atomic_store_n(&ucm_uffd_table_gen, ucm_uffd_table_gen + 1,
+                     __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 /* Span containing addr, or NULL. */
 ucm_uffd_span_t *ucm_uffd_table_find(uintptr_t addr);
 

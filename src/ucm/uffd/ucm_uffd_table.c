@@ -17,6 +17,7 @@ static ucm_uffd_span_t *ucm_uffd_root;
 static ucm_uffd_span_t *ucm_uffd_free_nodes;
 static unsigned long ucm_uffd_nfree;
 static unsigned long ucm_uffd_nspans;
+unsigned long ucm_uffd_table_gen;
 static unsigned ucm_uffd_seed = 2463534242u;
 
 static unsigned ucm_uffd_random(void)
@@ -167,6 +168,7 @@ ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
     node->prio    = ucm_uffd_random();
     node->left    = NULL;
     node->right   = NULL;
+    ucm_uffd_table_changed();
     ucm_uffd_root = ucm_uffd_insert(ucm_uffd_root, node);
     ++ucm_uffd_nspans;
     return UCS_OK;
@@ -174,6 +176,7 @@ ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
 
 void ucm_uffd_table_remove(ucm_uffd_span_t *span)
 {
+    ucm_uffd_table_changed();
     ucm_uffd_root = ucm_uffd_erase(ucm_uffd_root, span);
     --ucm_uffd_nspans;
     ucm_uffd_node_put(span);
@@ -219,6 +222,7 @@ static void ucm_uffd_free_tree(ucm_uffd_span_t *t)
 
 void ucm_uffd_table_reset(void)
 {
+    ucm_uffd_table_changed();
     ucm_uffd_free_tree(ucm_uffd_root);
     ucm_uffd_root   = NULL;
     ucm_uffd_nspans = 0;

@@ -31,11 +31,12 @@ ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache)
 void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
                                ucs_rcache_region_t *region)
 {
+    uint64_t token;
+
     /* a refusal (file-backed, another owner) leaves the hooks in charge */
     if (rcache->uffd &&
-        (ucm_uffd_subscribe(
-             (void *)region->super.start, ucs_rcache_region_size(region),
-             &ucs_rcache_region_hdr(rcache, region)->uffd_token) == UCS_OK)) {
+        (ucm_uffd_subscribe((void*)region->super.start,
+                            ucs_rcache_region_size(region), &token) == UCS_OK)) {
         region->flags |= UCS_RCACHE_REGION_FLAG_UFFD;
     }
 }
@@ -43,14 +44,8 @@ void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
 void ucs_rcache_uffd_unsubscribe(ucs_rcache_t *rcache,
                                  ucs_rcache_region_t *region)
 {
-    if (!(region->flags & UCS_RCACHE_REGION_FLAG_UFFD)) {
-        return;
-    }
-    /* a forked child's mappings were never registered by it */
-    if (ucs_rcache_region_hdr(rcache, region)->fork_gen == rcache->fork_gen) {
-        ucm_uffd_unsubscribe((void *)region->super.start,
-                             ucs_rcache_region_size(region),
-                             ucs_rcache_region_hdr(rcache, region)->uffd_token);
-    }
+    /* No ucm_uffd_unsubscribe(): it would only lower a span's count (the
+     * pages stay registered until they are unmapped, see ucm_ext.h), for
+     * a lock on every release. */
     region->flags &= ~UCS_RCACHE_REGION_FLAG_UFFD;
 }
