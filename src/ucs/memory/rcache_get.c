@@ -100,7 +100,8 @@ static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
     if (ucs_list_is_empty(&rcache->pool)) {
         return NULL;
     }
-    region = ucs_container_of(rcache->pool.next, ucs_rcache_region_t,
+    /* the last one released: its lines are the likeliest to be cached */
+    region = ucs_container_of(rcache->pool.prev, ucs_rcache_region_t,
                               tmp_list);
     ucs_list_del(&region->tmp_list);
     ++rcache->live_regions;

@@ -116,6 +116,14 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
         ucs_rcache_region_drop_locked(rcache, region, dead);
         rcache->stats.evictions++;
     }
+    if (!force && (rcache->num_regions >= rcache->max_regions) &&
+        !ucs_list_is_empty(&rcache->lru)) {
+        /* the next miss evicts it: fetch its lines meanwhile */
+        region = ucs_container_of(rcache->lru.next, ucs_rcache_region_t,
+                                  lru_list);
+        __builtin_prefetch(region, 1);
+        __builtin_prefetch(ucs_rcache_region_hdr(rcache, region), 1);
+    }
 }
 
 /* Everything of a release but the return to the pool; 1 if it called
