@@ -61,7 +61,9 @@ static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
     const ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache,
                                                                region);
 
-    return (start >= hdr->start) && (end <= hdr->end) &&
+    /* one branch for the caller: with random requests the outcome of each
+     * compare alone is a coin toss */
+    return (start >= hdr->start) & (end <= hdr->end) &
            !(prot & ~region->prot);
 }
 
@@ -185,9 +187,9 @@ static inline ucs_rcache_hint_t *ucs_rcache_hint(ucs_rcache_t *rcache,
                               (64 - UCS_RCACHE_HINT_BITS)];
 }
 
-/* Not the thread's lease: its last hit, the page's hint, then the index
- * (all lock-free), else miss.  The second hit in a row on a region leases
- * it (see "leases" in rcache_int.h). */
+/* Not the thread's lease: the page's hint, then the index (both
+ * lock-free), else miss.  The second hit in a row on a region leases it
+ * (see "leases" in rcache_int.h). */
 static UCS_F_NOINLINE ucs_status_t
 ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
                        ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
@@ -202,39 +204,35 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
                                    region_p);
     }
 
-    if (slot != NULL) {
-        if ((slot->lease != NULL) && !ucs_rcache_region_valid(slot->lease)) {
-            ucs_rcache_lease_drop(rcache, slot);
-        }
-        region = ucs_rcache_candidate_hold(rcache, slot->last, start, end,
-                                           prot);
-        if ((region != NULL) && (region != slot->lease)) {
-            ucs_rcache_lease_take(rcache, slot, region);
-        }
+    if ((slot != NULL) && (slot->lease != NULL) &&
+        !ucs_rcache_region_valid(slot->lease)) {
+        ucs_rcache_lease_drop(rcache, slot);
+    }
+    hint = ucs_rcache_hint(rcache, page);
+    if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
+        region = ucs_rcache_candidate_hold(
+                rcache, __atomic_load_n(&hint->region, __ATOMIC_RELAXED),
+                start, end, prot);
     }
     if (region == NULL) {
-        hint = ucs_rcache_hint(rcache, page);
-        if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
-            region = ucs_rcache_candidate_hold(
-                    rcache, __atomic_load_n(&hint->region, __ATOMIC_RELAXED),
-                    start, end, prot);
-        }
+        region = ucs_rcache_candidate_hold(
+                rcache,
+                (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
+                                                                start),
+                start, end, prot);
         if (region == NULL) {
-            region = ucs_rcache_candidate_hold(
-                    rcache,
-                    (ucs_rcache_region_t*)ucs_range_index_find_racy(
-                            &rcache->index, start),
-                    start, end, prot);
-            if (region == NULL) {
-                return ucs_rcache_get_miss(rcache, slot, start, end, prot,
-                                           arg, region_p);
-            }
-            __atomic_store_n(&hint->page, page, __ATOMIC_RELAXED);
-            __atomic_store_n(&hint->region, region, __ATOMIC_RELAXED);
+            return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
+                                       region_p);
         }
-        if (slot != NULL) {
-            slot->last = region;
+        __atomic_store_n(&hint->page, page, __ATOMIC_RELAXED);
+        __atomic_store_n(&hint->region, region, __ATOMIC_RELAXED);
+    }
+    if (slot != NULL) {
+        /* a pointer compare only: the last region's lines are not read */
+        if ((region == slot->last) && (region != slot->lease)) {
+            ucs_rcache_lease_take(rcache, slot, region);
         }
+        slot->last = region;
     }
     ucs_rcache_hit_done(rcache, slot, region, region_p);
     return UCS_OK;
@@ -292,7 +290,10 @@ UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
     unsigned id = ucs_rcache_tid - 1;
     ucs_rcache_slot_t *slot;
 
-    if (ucs_likely(id < UCS_RCACHE_SLOTS) &&
+    /* the slot is looked at only for a leased region */
+    if ((__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
+         UCS_RCACHE_LEASE_BIAS / 2) &&
+        ucs_likely(id < UCS_RCACHE_SLOTS) &&
         ((slot = &rcache->slots[id])->lease == region) &&
         ucs_likely(slot->local != 0)) {
         ucs_rcache_local_add(&slot->local, -1);
