@@ -90,7 +90,7 @@ _Static_assert(((sizeof(ucs_rcache_region_t) + 7) & ~(size_t)7) +
 typedef struct ucs_rcache_slot {
     ucs_rcache_region_t *lease;    /* leased region, or NULL */
     uint32_t            local;     /* references counted here, not in it */
-    ucs_rcache_region_t *last;     /* last hit: a candidate, validated */
+    ucs_rcache_region_t *last;     /* last hit (compared, never read) */
     uint64_t            hits_fast; /* read by stats without the owner */
 } __attribute__((aligned(64))) ucs_rcache_slot_t;
 
