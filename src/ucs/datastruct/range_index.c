@@ -157,11 +157,12 @@ static void ucs_range_index_split(ucs_range_index_t *index,
     parent->keys[slot] = left->keys[keep - 1];
 }
 
-void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region)
+uint32_t ucs_range_index_insert(ucs_range_index_t *index,
+                                ucs_pgt_region_t *region)
 {
     ucs_pgt_addr_t key = region->end;
     ucs_range_index_node_t *node, *root;
-    uint32_t root_idx;
+    uint32_t root_idx, idx;
     unsigned slot;
 
     ucs_range_index_write_begin(index);
@@ -169,7 +170,8 @@ void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region)
         index->root   = ucs_range_index_node_alloc(index, 0);
         index->height = 1;
     }
-    node = ucs_range_index_node(index, index->root);
+    idx  = index->root;
+    node = ucs_range_index_node(index, idx);
     if (node->count == UCS_RANGE_INDEX_FANOUT) {
         root_idx      = ucs_range_index_node_alloc(index, index->height);
         root          = ucs_range_index_node(index, root_idx);
@@ -179,6 +181,7 @@ void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region)
         ucs_range_index_split(index, root, 0, key);
         index->root = root_idx;
         ++index->height;
+        idx  = root_idx;
         node = root;
     }
     while (node->level > 0) {
@@ -194,12 +197,14 @@ void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region)
                 ++slot;
             }
         }
-        node = ucs_range_index_node(index, node->vals[slot]);
+        idx  = node->vals[slot];
+        node = ucs_range_index_node(index, idx);
     }
     ucs_range_index_slot_insert(node, ucs_range_index_node_lower(node, key),
                                 key, (uintptr_t)region);
     ++index->count;
     ucs_range_index_write_end(index);
+    return idx;
 }
 
 /* Merge the child at slot + 1 into the child at slot if both fit in one. */
@@ -298,6 +303,28 @@ int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
     }
     ucs_range_index_write_end(index);
     return 1;
+}
+
+int ucs_range_index_remove_hinted(ucs_range_index_t *index,
+                                  ucs_pgt_region_t *region, uint32_t leaf)
+{
+    ucs_range_index_node_t *node;
+    unsigned slot;
+
+    if ((leaf != 0) && (leaf < index->bump)) {
+        node = ucs_range_index_node(index, leaf);
+        slot = ucs_range_index_node_lower(node, region->end);
+        if ((node->level == 0) && (node->count > UCS_RANGE_INDEX_MIN) &&
+            (slot + 1 < node->count) &&
+            (node->vals[slot] == (uintptr_t)region)) {
+            ucs_range_index_write_begin(index);
+            ucs_range_index_slot_remove(node, slot);
+            --index->count;
+            ucs_range_index_write_end(index);
+            return 1;
+        }
+    }
+    return ucs_range_index_remove(index, region);
 }
 
 ucs_pgt_region_t *ucs_range_index_lower(const ucs_range_index_t *index,

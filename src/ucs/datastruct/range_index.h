@@ -196,11 +196,20 @@ static inline unsigned ucs_range_index_free_nodes(const ucs_range_index_t *index
 }
 
 /* Insert region; at least ucs_range_index_insert_needs() nodes must be
- * free.  Never allocates. */
-void ucs_range_index_insert(ucs_range_index_t *index, ucs_pgt_region_t *region);
+ * free.  Never allocates.  Returns the leaf it went into: a hint for
+ * ucs_range_index_remove_hinted() (entries move on later splits and
+ * merges; a stale hint only costs the walk from the root). */
+uint32_t ucs_range_index_insert(ucs_range_index_t *index,
+                                ucs_pgt_region_t *region);
 
 /* Remove region if present; returns 1 if it was found.  Never allocates. */
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region);
+
+/* Same, trying leaf (any value) first: when region is there, is not the
+ * leaf's last entry and the leaf stays above its merge threshold, the
+ * parents are unchanged and no walk is needed. */
+int ucs_range_index_remove_hinted(ucs_range_index_t *index,
+                                  ucs_pgt_region_t *region, uint32_t leaf);
 
 /* Allocate a chunk of nodes (no lock held).  UCS_ERR_NO_MEMORY (also when
  * the index is at its largest size); spare is written only on success. */

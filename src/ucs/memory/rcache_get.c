@@ -294,7 +294,8 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     ucs_rcache_region_hdr(rcache, region)->referenced = 0;
     /* the index and the caller; from now on lookups may take it */
     ucs_rcache_atomic_store(&region->refcount, 2);
-    ucs_range_index_insert(index, &region->super);
+    ucs_rcache_region_hdr(rcache, region)->leaf =
+            ucs_range_index_insert(index, &region->super);
     ucs_list_add_tail(&rcache->lru, &region->lru_list);
     region->lru_flags |= UCS_RCACHE_LRU_FLAG_IN_LRU;
     rcache->num_regions++;

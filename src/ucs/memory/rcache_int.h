@@ -68,6 +68,7 @@ typedef struct ucs_rcache_region_hdr {
     unsigned        fork_gen; /* cache fork generation at registration */
     uint16_t        npfn;     /* page frames recorded (CHECK_PFN) */
     uint8_t         referenced; /* hit since last LRU pass (second chance) */
+    uint32_t        leaf;     /* index leaf at insertion (removal hint) */
 } ucs_rcache_region_hdr_t;
 
 /* A plain region and its header stay within two cache lines (the region's

@@ -6,6 +6,13 @@
 
 #include <stdlib.h>
 
+static void ucs_rcache_index_remove_locked(ucs_rcache_t *rcache,
+                                           ucs_rcache_region_t *region)
+{
+    ucs_range_index_remove_hinted(&rcache->index, &region->super,
+                                  ucs_rcache_region_hdr(rcache, region)->leaf);
+}
+
 static void ucs_rcache_lru_remove_locked(ucs_rcache_region_t *region)
 {
     if (region->lru_flags & UCS_RCACHE_LRU_FLAG_IN_LRU) {
@@ -59,7 +66,7 @@ void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead)
     for (link = rcache->pending.next; link != &rcache->pending; link = next) {
         next   = link->next;
         region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
-        ucs_range_index_remove(&rcache->index, &region->super);
+        ucs_rcache_index_remove_locked(rcache, region);
         region->flags &= ~UCS_RCACHE_REGION_FLAG_PGTABLE;
         ucs_rcache_unref_locked(region, dead);
     }
@@ -73,7 +80,7 @@ void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
                                    ucs_rcache_region_t *region,
                                    ucs_list_link_t *dead)
 {
-    ucs_range_index_remove(&rcache->index, &region->super);
+    ucs_rcache_index_remove_locked(rcache, region);
     ucs_rcache_lru_remove_locked(region);
     region->flags &= ~UCS_RCACHE_REGION_FLAG_PGTABLE;
     rcache->num_regions--;

@@ -17,7 +17,20 @@ protected:
     void SetUp() override { ucs_range_index_init(&m_index); }
     void TearDown() override { ucs_range_index_cleanup(&m_index); }
 
-    void random_ops(size_t nslots, int nops, unsigned seed);
+    /* hints: 0 plain removal, 1 the leaf insert returned, 2 any number */
+    void random_ops(size_t nslots, int nops, unsigned seed, int hints = 0);
+
+    /* remove what random_ops left, by the hints of the last insertions */
+    void check_all_removed_hinted()
+    {
+        ucs_range_index_iter_t iter;
+        ucs_pgt_region_t *r;
+        while ((r = ucs_range_index_lower(&m_index, 0, &iter)) != nullptr) {
+            ASSERT_EQ(1, ucs_range_index_remove_hinted(&m_index, r, iter.node));
+        }
+        EXPECT_EQ(0u, m_index.count);
+        EXPECT_EQ(0u, m_index.height);
+    }
 
     void reserve()
     {
@@ -91,10 +104,51 @@ TEST_F(range_index, fill_and_drain)
     }
 }
 
-void range_index::random_ops(size_t nslots, int nops, unsigned seed)
+/* removal with the leaf insert returned (often stale after splits and
+ * merges) and with arbitrary numbers: the same tree as plain removal */
+TEST_F(range_index, hinted_removal_against_map)
+{
+    random_ops(60000, 300000, 13, 1);
+    check_all_removed_hinted();
+}
+
+TEST_F(range_index, arbitrary_hints_against_map)
+{
+    random_ops(4096, 100000, 17, 2);
+}
+
+/* the cache's eviction pattern: ascending insertions, oldest removed */
+TEST_F(range_index, sliding_window_hinted)
+{
+    std::vector<ucs_pgt_region_t> slots(20000);
+    std::vector<uint32_t> leaf(slots.size());
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    const size_t window = 1000;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        slots[i].start = 0x1000 + i * 0x2000;
+        slots[i].end   = slots[i].start + 0x1000;
+        reserve();
+        leaf[i]             = ucs_range_index_insert(&m_index, &slots[i]);
+        ref[slots[i].start] = &slots[i];
+        if (i >= window) {
+            size_t old = i - window;
+            ASSERT_EQ(1, ucs_range_index_remove_hinted(&m_index, &slots[old],
+                                                       leaf[old]));
+            ref.erase(slots[old].start);
+        }
+        if (i % 1999 == 0) {
+            check(ref);
+        }
+    }
+    check(ref);
+}
+
+void range_index::random_ops(size_t nslots, int nops, unsigned seed,
+                             int hints)
 {
     std::mt19937 rng(seed);
     std::vector<ucs_pgt_region_t> slots(nslots);
+    std::vector<uint32_t> leaf(nslots, 0);
     std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
 
     for (size_t i = 0; i < slots.size(); ++i) {
@@ -106,10 +160,13 @@ void range_index::random_ops(size_t nslots, int nops, unsigned seed)
         bool present        = ref.count(r->start) != 0;
         if (!present && (rng() % 3 != 0)) {
             reserve();
-            ucs_range_index_insert(&m_index, r);
-            ref[r->start] = r;
+            leaf[r - &slots[0]] = ucs_range_index_insert(&m_index, r);
+            ref[r->start]       = r;
         } else if (present) {
-            ASSERT_EQ(1, ucs_range_index_remove(&m_index, r));
+            uint32_t hint = (hints == 1) ? leaf[r - &slots[0]] : (uint32_t)rng();
+            ASSERT_EQ(1, hints ? ucs_range_index_remove_hinted(&m_index, r, hint) :
+                                 ucs_range_index_remove(&m_index, r));
+            ASSERT_EQ(0, ucs_range_index_remove_hinted(&m_index, r, hint));
             ref.erase(r->start);
         }
         /* lookups: inside, at the edges and in the gaps */
