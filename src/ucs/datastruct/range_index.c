@@ -10,6 +10,9 @@
 
 #define UCS_RANGE_INDEX_HALF ((UCS_RANGE_INDEX_FANOUT + 1) / 2)
 #define UCS_RANGE_INDEX_MIN (UCS_RANGE_INDEX_FANOUT / 4)
+/* A hinted removal leaves at least this many entries (leaves below
+ * UCS_RANGE_INDEX_MIN are merged by the next removal from the root). */
+#define UCS_RANGE_INDEX_HINT_MIN 3
 #define UCS_RANGE_INDEX_NONE (~(ucs_pgt_addr_t)0)
 
 static inline ucs_range_index_node_t *
@@ -207,31 +210,46 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
     return idx;
 }
 
-/* Merge the child at slot + 1 into the child at slot if both fit in one. */
+/* Merge the children at slot and slot + 1 if both fit in one: the smaller
+ * moves into the larger, which keeps its node number (fewer entries move,
+ * and removal hints of the larger stay good). */
 static void ucs_range_index_try_merge(ucs_range_index_t *index,
                                       ucs_range_index_node_t *parent,
                                       unsigned slot)
 {
     ucs_range_index_node_t *left, *right;
-    uint32_t right_idx;
+    uint32_t left_idx, right_idx;
+    unsigned n;
 
     if (slot + 1 >= parent->count) {
         return;
     }
-    left      = ucs_range_index_node(index, parent->vals[slot]);
+    left_idx  = parent->vals[slot];
     right_idx = parent->vals[slot + 1];
+    left      = ucs_range_index_node(index, left_idx);
     right     = ucs_range_index_node(index, right_idx);
     if (left->count + right->count > UCS_RANGE_INDEX_FANOUT) {
         return;
     }
-    memcpy(&left->keys[left->count], right->keys,
-           right->count * sizeof(left->keys[0]));
-    memcpy(&left->vals[left->count], right->vals,
-           right->count * sizeof(left->vals[0]));
-    left->count += right->count;
-    parent->keys[slot] = parent->keys[slot + 1];
-    ucs_range_index_slot_remove(parent, slot + 1);
-    ucs_range_index_node_free(index, right_idx);
+    if (left->count >= right->count) {
+        memcpy(&left->keys[left->count], right->keys,
+               right->count * sizeof(left->keys[0]));
+        memcpy(&left->vals[left->count], right->vals,
+               right->count * sizeof(left->vals[0]));
+        left->count += right->count;
+        parent->keys[slot] = parent->keys[slot + 1];
+        ucs_range_index_slot_remove(parent, slot + 1);
+        ucs_range_index_node_free(index, right_idx);
+        return;
+    }
+    n = left->count;
+    memmove(&right->keys[n], right->keys, right->count * sizeof(right->keys[0]));
+    memmove(&right->vals[n], right->vals, right->count * sizeof(right->vals[0]));
+    memcpy(right->keys, left->keys, n * sizeof(right->keys[0]));
+    memcpy(right->vals, left->vals, n * sizeof(right->vals[0]));
+    right->count += n;
+    ucs_range_index_slot_remove(parent, slot); /* right's key moves down */
+    ucs_range_index_node_free(index, left_idx);
 }
 
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
@@ -314,7 +332,7 @@ int ucs_range_index_remove_hinted(ucs_range_index_t *index,
     if ((leaf != 0) && (leaf < index->bump)) {
         node = ucs_range_index_node(index, leaf);
         slot = ucs_range_index_node_lower(node, region->end);
-        if ((node->level == 0) && (node->count > UCS_RANGE_INDEX_MIN) &&
+        if ((node->level == 0) && (node->count > UCS_RANGE_INDEX_HINT_MIN) &&
             (slot + 1 < node->count) &&
             (node->vals[slot] == (uintptr_t)region)) {
             ucs_range_index_write_begin(index);

@@ -206,8 +206,9 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region);
 
 /* Same, trying leaf (any value) first: when region is there, is not the
- * leaf's last entry and the leaf stays above its merge threshold, the
- * parents are unchanged and no walk is needed. */
+ * leaf's last entry and at least three entries stay, the parents are
+ * unchanged and no walk is needed (the leaf may stay below the merge
+ * threshold until a removal from the root passes there). */
 int ucs_range_index_remove_hinted(ucs_range_index_t *index,
                                   ucs_pgt_region_t *region, uint32_t leaf);
 
