@@ -137,6 +137,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_list_head_init(&rcache->orphans);
     ucs_list_head_init(&rcache->fork_link);
     ucs_list_head_init(&rcache->pool);
+    ucs_list_head_init(&rcache->spare);
     rcache->hot.hints = calloc(1ul << UCS_RCACHE_HINT_BITS,
                                sizeof(*rcache->hot.hints));
     if (rcache->hot.hints == NULL) {
@@ -223,6 +224,9 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_leases_drop_all_locked(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
+    ucs_list_splice_tail(&rcache->pool, &rcache->spare);
+    rcache->live_regions -= rcache->spare_count;
+    rcache->spare_count   = 0;
     ucs_rcache_unlock(rcache);
     pthread_mutex_unlock(&rcache->reg_lock);
     ucs_rcache_regions_release(rcache, &dead);

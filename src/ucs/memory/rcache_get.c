@@ -92,19 +92,24 @@ static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
     return UCS_OK;
 }
 
-/* Under the lock: a recycled region, or NULL. */
+/* Under the lock and reg_lock: a recycled region, or NULL. */
 static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
 {
     ucs_rcache_region_t *region;
 
-    if (ucs_list_is_empty(&rcache->pool)) {
+    /* the last one released: its lines are the likeliest to be cached */
+    if (!ucs_list_is_empty(&rcache->spare)) {
+        region = ucs_container_of(rcache->spare.prev, ucs_rcache_region_t,
+                                  tmp_list);
+        --rcache->spare_count; /* stays in live_regions */
+    } else if (!ucs_list_is_empty(&rcache->pool)) {
+        region = ucs_container_of(rcache->pool.prev, ucs_rcache_region_t,
+                                  tmp_list);
+        ++rcache->live_regions;
+    } else {
         return NULL;
     }
-    /* the last one released: its lines are the likeliest to be cached */
-    region = ucs_container_of(rcache->pool.prev, ucs_rcache_region_t,
-                              tmp_list);
     ucs_list_del(&region->tmp_list);
-    ++rcache->live_regions;
     return region;
 }
 
@@ -156,6 +161,8 @@ void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
     }
     rcache->slabs = NULL;
     ucs_list_head_init(&rcache->pool);
+    ucs_list_head_init(&rcache->spare);
+    rcache->spare_count = 0;
 }
 
 /* Initialize a recycled region (if given) or a new one. */
@@ -418,6 +425,9 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     }
     status = ucs_rcache_get_locked_path(rcache, &request, arg, &dead,
                                         region_p);
+    /* evicted and purged regions: mem_dereg here (reg_lock is not one the
+     * hooks or lookups take), reused by the next miss without the lock */
+    ucs_rcache_regions_recycle(rcache, &dead);
     pthread_mutex_unlock(&rcache->reg_lock);
     ucs_rcache_regions_release(rcache, &dead);
     return status;

@@ -191,6 +191,10 @@ struct ucs_rcache {
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
     ucs_list_link_t     pool;        /* free regions (tmp_list) */
+    ucs_list_link_t     spare;       /* free regions the registration path
+                                        released itself and reuses first
+                                        (reg_lock; still in live_regions) */
+    unsigned long       spare_count; /* (reg_lock) */
     void                *slabs;      /* region blocks, see rcache_get.c */
     uint64_t            hits_fast_shared; /* atomic, threads without slot */
     ucs_rcache_slot_t   slots[UCS_RCACHE_SLOTS];
@@ -246,6 +250,10 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
                              ucs_list_link_t *dead);
 /* Deregister and free every region of dead (no lock held). */
 void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead);
+/* Same from the registration path (reg_lock held, not the lock): the
+ * regions go to spare, without the lock; those with invalidation callbacks
+ * stay in dead, for ucs_rcache_regions_release() once reg_lock is let go. */
+void ucs_rcache_regions_recycle(ucs_rcache_t *rcache, ucs_list_link_t *dead);
 /* Deregister (if registered in this process) and free one region. */
 void ucs_rcache_region_release(ucs_rcache_t *rcache,
                                ucs_rcache_region_t *region);

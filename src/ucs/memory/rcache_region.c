@@ -182,7 +182,7 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     /* type-stable: lock-free lookups may still read this memory */
     ucs_rcache_lock(rcache);
     ucs_list_add_tail(&rcache->pool, &region->tmp_list);
-    rcache->stats.deregs += dereg;
+    ucs_rcache_atomic_add(&rcache->stats.deregs, dereg);
     --rcache->live_regions;
     ucs_rcache_unlock(rcache);
 }
@@ -203,9 +203,31 @@ void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead)
     /* all of them back to the pool in one section */
     ucs_rcache_lock(rcache);
     ucs_list_splice_tail(&rcache->pool, dead);
-    rcache->stats.deregs += deregs;
+    ucs_rcache_atomic_add(&rcache->stats.deregs, deregs);
     rcache->live_regions -= count;
     ucs_rcache_unlock(rcache);
+}
+
+void ucs_rcache_regions_recycle(ucs_rcache_t *rcache, ucs_list_link_t *dead)
+{
+    unsigned long deregs = 0;
+    ucs_list_link_t *link, *next;
+    ucs_rcache_region_t *region;
+
+    for (link = dead->next; link != dead; link = next) {
+        next   = link->next;
+        region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
+        if (!ucs_list_is_empty(&region->comp_list)) {
+            continue; /* its callbacks run with no lock held */
+        }
+        ucs_list_del(link);
+        deregs += ucs_rcache_region_finish(rcache, region);
+        ucs_list_add_tail(&rcache->spare, link);
+        ++rcache->spare_count;
+    }
+    if (deregs != 0) {
+        ucs_rcache_atomic_add(&rcache->stats.deregs, deregs);
+    }
 }
 
 void ucs_rcache_purge(ucs_rcache_t *rcache)
