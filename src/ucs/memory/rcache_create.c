@@ -87,8 +87,6 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                               ucs_rcache_dontfork_needed());
 }
 
-/* Identities of caches, for the per-thread last hit (rcache.c). */
-
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
                                const char *name,
                                ucs_stats_node_t *stats_parent,
