@@ -205,8 +205,9 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
     }
 
     if ((slot != NULL) && (slot->lease != NULL) &&
+        ucs_unlikely((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0) &&
         !ucs_rcache_region_valid(slot->lease)) {
-        ucs_rcache_lease_drop(rcache, slot);
+        ucs_rcache_lease_drop(rcache, slot); /* not read on every get */
     }
     hint = ucs_rcache_hint(rcache, page);
     if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
@@ -265,15 +266,23 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         ucm_uffd_drain_wait(); /* an unmap was read, not yet dispatched */
     }
 
-    /* the thread's lease: a region nobody can release meanwhile */
+    /* the thread's lease (a region nobody can release meanwhile), by the
+     * range kept in the slot: the region is read only when it may answer
+     * (reading it on every get costs random-access workloads ~10%) */
     slot = ucs_rcache_slot(rcache);
-    if (ucs_likely(slot != NULL) && ((region = slot->lease) != NULL) &&
-        ucs_likely(!ucs_rcache_deferred_unmaps(rcache)) &&
-        ucs_rcache_region_covers(rcache, region, start, end, prot) &&
-        ucs_likely(ucs_rcache_region_valid(region))) {
-        ucs_rcache_local_add(&slot->local, 1);
-        ucs_rcache_hit_done(rcache, slot, region, region_p);
-        return UCS_OK;
+    if (ucs_likely(slot != NULL) &&
+        ((start >= slot->lease_start) & (end <= slot->lease_end)) &&
+        ucs_likely(!ucs_rcache_deferred_unmaps(rcache))) {
+        region = slot->lease;
+        if (ucs_likely(ucs_rcache_region_valid(region)) &&
+            ucs_likely(!(prot & ~region->prot))) {
+            ucs_rcache_local_add(&slot->local, 1);
+            ucs_rcache_hit_done(rcache, slot, region, region_p);
+            return UCS_OK;
+        }
+        if (!ucs_rcache_region_valid(region)) {
+            ucs_rcache_lease_drop(rcache, slot); /* released if unused */
+        }
     }
     return ucs_rcache_get_indexed(rcache, slot, start, end, prot, arg,
                                   region_p);

@@ -19,7 +19,8 @@
  *    deregistered at its last put; when that put comes from another thread
  *    than the one that leased the region (a thread's repeated hits on one
  *    region take it off the shared count, see rcache_int.h), at the leasing
- *    thread's next call on the cache, its exit, or destroy;
+ *    thread's next get of that range or put of it, within its next 16 gets,
+ *    at its exit, or destroy;
  *  - none of these functions may be called from hook context (an unmap
  *    event handler), from a signal handler, or from mem_reg / mem_dereg of
  *    the same cache.

@@ -18,10 +18,12 @@
  *    then count in its slot (slot->local, plain stores: one writer) instead
  *    of the shared refcount.  refcount - BIAS + local is the number of
  *    references; a leased region is never released, recycled or evicted.
- *    The lease goes (bias removed, local folded in) when the owner's hit
- *    finds it invalid or not covering, its put finds it invalid, at thread
- *    exit, at destroy and in a forked child; so an invalidated region is
- *    deregistered at its owner's next call on the cache, not before.
+ *    The lease goes (bias removed, local folded in) when the owner's get
+ *    of its range or its put finds it invalid, at the owner's periodic
+ *    check (UCS_RCACHE_LEASE_CHECK), when a new lease replaces it, at
+ *    thread exit, at destroy and in a forked child; so an invalidated
+ *    region the owner does not hold is deregistered within the owner's
+ *    next UCS_RCACHE_LEASE_CHECK calls on the cache, not before.
  *    Not async-signal-safe (the unmap handler is).
  *  - hits take no lock: a candidate (the thread's last hit, else a racy
  *    index lookup), then a reference taken only from a non-zero count, then
@@ -93,7 +95,12 @@ typedef struct ucs_rcache_slot {
     uint32_t            local;     /* references counted here, not in it */
     ucs_rcache_region_t *last;     /* last hit (compared, never read) */
     uint64_t            hits_fast; /* read by stats without the owner */
+    ucs_pgt_addr_t      lease_start, lease_end; /* its range (end 0: none) */
 } __attribute__((aligned(64))) ucs_rcache_slot_t;
+
+/* A lease whose range is not asked for is checked (dropped if invalid)
+ * every this many hits of its thread that go past it. */
+#define UCS_RCACHE_LEASE_CHECK 16
 
 /* slot number + 1 of this thread, 0: not assigned, else none */
 extern __thread unsigned ucs_rcache_tid

@@ -139,6 +139,26 @@ TEST_F(rcache_lease, stale_lease_never_used)
     munmap(buf, 4 * page_size);
 }
 
+/* The owner keeps working on other regions (alternating, so that its lease
+ * does not move): the invalidated lease is dropped by its periodic check
+ * and the region deregistered within UCS_RCACHE_LEASE_CHECK (16) calls. */
+TEST_F(rcache_lease, invalid_lease_dropped_while_owner_works_elsewhere)
+{
+    char *buf   = (char*)map(2);
+    char *other = (char*)map(4);
+    ASSERT_TRUE(lease(buf, 2 * page_size));
+    put(get(other, page_size));
+    put(get(other + 2 * page_size, page_size));
+    ASSERT_EQ(0, munmap(buf, 2 * page_size)); /* this thread: one hook call */
+    EXPECT_FALSE(deregistered((uintptr_t)buf)); /* still leased */
+    for (int i = 0; i < 40; ++i) {
+        put(get(other + (i % 2) * 2 * page_size, page_size));
+    }
+    EXPECT_TRUE(deregistered((uintptr_t)buf));
+    EXPECT_EQ(3u, regs.load());
+    munmap(other, 4 * page_size);
+}
+
 /* A thread that leased a region and exited leaves nothing behind: the
  * unmap deregisters the region at the next call of another thread. */
 TEST_F(rcache_lease, thread_exit_gives_lease_back)
