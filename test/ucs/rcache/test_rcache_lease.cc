@@ -144,8 +144,10 @@ TEST_F(rcache_lease, stale_lease_never_used)
  * and the region deregistered within UCS_RCACHE_LEASE_CHECK (16) calls. */
 TEST_F(rcache_lease, invalid_lease_dropped_while_owner_works_elsewhere)
 {
-    char *buf   = (char*)map(2);
-    char *other = (char*)map(4);
+    /* one mapping: no neighbour mapped next to buf, regions never adjacent
+     * (adjacent requests would merge) */
+    char *buf   = (char*)map(8);
+    char *other = buf + 4 * page_size;
     ASSERT_TRUE(lease(buf, 2 * page_size));
     put(get(other, page_size));
     put(get(other + 2 * page_size, page_size));
@@ -156,7 +158,7 @@ TEST_F(rcache_lease, invalid_lease_dropped_while_owner_works_elsewhere)
     }
     EXPECT_TRUE(deregistered((uintptr_t)buf));
     EXPECT_EQ(3u, regs.load());
-    munmap(other, 4 * page_size);
+    munmap(buf + 2 * page_size, 6 * page_size);
 }
 
 /* A thread that leased a region and exited leaves nothing behind: the
