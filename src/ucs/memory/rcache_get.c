@@ -226,7 +226,6 @@ static ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
         region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED |
                          (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
     } else {
-        ucs_rcache_uffd_unsubscribe(rcache, region);
         ucs_rcache_lock(rcache);
         rcache->stats.reg_failures++;
         rcache->inflight.active = 0;

@@ -52,7 +52,6 @@
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
-#define UCS_RCACHE_REGION_FLAG_UFFD UCS_BIT(7) /* subscribed, rcache_uffd.c */
 
 /* UCX_RCACHE_DONTFORK values */
 enum {
@@ -300,13 +299,12 @@ void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 
 /* rcache_uffd.c: start the monitor (create; error only under
- * UCX_MEM_UFFD=yes), subscribe a region about to be registered, drop its
- * subscription (release).  Registration path, no spinlock held. */
+ * UCX_MEM_UFFD=yes), subscribe a region about to be registered (kept until
+ * its pages are unmapped: nothing to undo at release).  Registration path,
+ * no spinlock held. */
 ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache);
 void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
                                ucs_rcache_region_t *region);
-void ucs_rcache_uffd_unsubscribe(ucs_rcache_t *rcache,
-                                 ucs_rcache_region_t *region);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);

@@ -153,7 +153,6 @@ static int ucs_rcache_region_finish(ucs_rcache_t *rcache,
     }
     region->flags &= ~(UCS_RCACHE_REGION_FLAG_REGISTERED |
                        UCS_RCACHE_REGION_FLAG_DONTFORK);
-    ucs_rcache_uffd_unsubscribe(rcache, region);
 
     /* nobody can add completions to a region nobody references any more;
      * the lock orders us after an invalidation that added one */

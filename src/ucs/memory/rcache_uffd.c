@@ -1,9 +1,10 @@
 /*
  * userfaultfd subscriptions of the registration cache (UCX_MEM_UFFD): a
- * region is subscribed from just before its registration until its
- * release, so that unmaps no hook sees (raw system calls, the dynamic
- * loader, static code) invalidate it too: libucm's monitor turns them into
- * VM_UNMAPPED, which ucs_rcache_event_cb handles like any other.
+ * region is subscribed just before its registration (its pages stay
+ * subscribed until they are unmapped), so that unmaps no hook sees (raw
+ * system calls, the dynamic loader, static code) invalidate it too:
+ * libucm's monitor turns them into VM_UNMAPPED, which ucs_rcache_event_cb
+ * handles like any other.
  */
 #include "rcache_int.h"
 
@@ -33,19 +34,12 @@ void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
 {
     uint64_t token;
 
-    /* a refusal (file-backed, another owner) leaves the hooks in charge */
-    if (rcache->uffd &&
-        (ucm_uffd_subscribe((void*)region->super.start,
-                            ucs_rcache_region_size(region), &token) == UCS_OK)) {
-        region->flags |= UCS_RCACHE_REGION_FLAG_UFFD;
+    /* a refusal (file-backed, another owner) leaves the hooks in charge;
+     * no ucm_uffd_unsubscribe() at release: it would only lower a span's
+     * count (the pages stay registered until they are unmapped, see
+     * ucm_ext.h), for a lock on every release */
+    if (rcache->uffd) {
+        (void)ucm_uffd_subscribe((void*)region->super.start,
+                                 ucs_rcache_region_size(region), &token);
     }
-}
-
-void ucs_rcache_uffd_unsubscribe(ucs_rcache_t *rcache,
-                                 ucs_rcache_region_t *region)
-{
-    /* No ucm_uffd_unsubscribe(): it would only lower a span's count (the
-     * pages stay registered until they are unmapped, see ucm_ext.h), for
-     * a lock on every release. */
-    region->flags &= ~UCS_RCACHE_REGION_FLAG_UFFD;
 }
