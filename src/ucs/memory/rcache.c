@@ -67,9 +67,9 @@ static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
            !(prot & ~region->prot);
 }
 
-/* Lock-free hit on a candidate (the thread's last hit or the index's
- * answer, see the locking notes in rcache_int.h): a reference taken only
- * from a non-zero count, then the region validated under it. */
+/* Lock-free hit on a candidate (a hint or the index's answer, see the
+ * locking notes in rcache_int.h): a reference taken only from a non-zero
+ * count, then the region validated under it. */
 static inline ucs_rcache_region_t *
 ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                            ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
@@ -97,8 +97,8 @@ ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     return region;
 }
 
-/* A lock-free candidate (the thread's last hit, a hint or the index's
- * answer; may be NULL): held and validated, or NULL. */
+/* A lock-free candidate (a hint or the index's answer; may be NULL): held
+ * and validated, or NULL. */
 static inline ucs_rcache_region_t *
 ucs_rcache_candidate_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
@@ -274,14 +274,12 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         ((start >= slot->lease_start) & (end <= slot->lease_end)) &&
         ucs_likely(!ucs_rcache_deferred_unmaps(rcache))) {
         region = slot->lease;
-        if (ucs_likely(ucs_rcache_region_valid(region)) &&
-            ucs_likely(!(prot & ~region->prot))) {
+        if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
+            ucs_rcache_lease_drop(rcache, slot); /* released if unused */
+        } else if (ucs_likely(!(prot & ~region->prot))) {
             ucs_rcache_local_add(&slot->local, 1);
             ucs_rcache_hit_done(rcache, slot, region, region_p);
             return UCS_OK;
-        }
-        if (!ucs_rcache_region_valid(region)) {
-            ucs_rcache_lease_drop(rcache, slot); /* released if unused */
         }
     }
     return ucs_rcache_get_indexed(rcache, slot, start, end, prot, arg,

@@ -25,10 +25,10 @@
  *    region the owner does not hold is deregistered within the owner's
  *    next UCS_RCACHE_LEASE_CHECK calls on the cache, not before.
  *    Not async-signal-safe (the unmap handler is).
- *  - hits take no lock: a candidate (the thread's last hit, else a racy
- *    index lookup), then a reference taken only from a non-zero count, then
- *    validation of the region (in the index, not invalidated, covering the
- *    request).  Region memory is type-stable (recycled through a pool,
+ *  - hits take no lock: the thread's lease, else a candidate (the page's
+ *    hint, else a racy index lookup), then a reference taken only from a
+ *    non-zero count, then validation of the region (in the index, not
+ *    invalidated, covering the request).  Region memory is type-stable (recycled through a pool,
  *    freed at destroy) and index arrays are retired, never freed, while the
  *    cache lives, so racing reads are safe.
  */
@@ -128,7 +128,7 @@ typedef struct ucs_rcache_config {
 /* Lookup hints (rcache.c): a direct-mapped table from a request's first
  * page to the region that last answered it from the index.  Both words are
  * read and written without a lock (a torn pair is harmless): an entry is
- * only a candidate, validated like the thread's last hit. */
+ * only a candidate, validated like the index's answer. */
 #define UCS_RCACHE_HINT_BITS 16
 typedef struct ucs_rcache_hint {
     ucs_pgt_addr_t      page;        /* start >> 12 of the lookup */
