@@ -179,12 +179,14 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
     return UCS_OK;
 }
 
-/* The hint entry of a request's first page (see ucs_rcache_hint_t). */
-static inline ucs_rcache_hint_t *ucs_rcache_hint(ucs_rcache_t *rcache,
-                                                 ucs_pgt_addr_t page)
+/* The hint entry of a request's first page (see ucs_rcache_hints_t). */
+static inline ucs_rcache_region_t **ucs_rcache_hint(ucs_rcache_t *rcache,
+                                                    ucs_pgt_addr_t page)
 {
-    return &rcache->hot.hints[(page * 0x9e3779b97f4a7c15ull) >>
-                              (64 - UCS_RCACHE_HINT_BITS)];
+    ucs_rcache_hints_t *hints = __atomic_load_n(&rcache->hot.hints,
+                                                __ATOMIC_ACQUIRE);
+
+    return &hints->entry[(page ^ (page >> hints->shift)) & hints->mask];
 }
 
 /* Not the thread's lease: the page's hint, then the index (both
@@ -195,9 +197,7 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
                        ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
                        void *arg, ucs_rcache_region_t **region_p)
 {
-    ucs_pgt_addr_t page = start >> 12;
-    ucs_rcache_region_t *region = NULL;
-    ucs_rcache_hint_t *hint;
+    ucs_rcache_region_t *region, **hint;
 
     if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
         return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
@@ -209,12 +209,9 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
         !ucs_rcache_region_valid(slot->lease)) {
         ucs_rcache_lease_drop(rcache, slot); /* not read on every get */
     }
-    hint = ucs_rcache_hint(rcache, page);
-    if (__atomic_load_n(&hint->page, __ATOMIC_RELAXED) == page) {
-        region = ucs_rcache_candidate_hold(
-                rcache, __atomic_load_n(&hint->region, __ATOMIC_RELAXED),
-                start, end, prot);
-    }
+    hint   = ucs_rcache_hint(rcache, start >> 12);
+    region = ucs_rcache_candidate_hold(
+            rcache, __atomic_load_n(hint, __ATOMIC_RELAXED), start, end, prot);
     if (region == NULL) {
         region = ucs_rcache_candidate_hold(
                 rcache,
@@ -225,8 +222,7 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
             return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
                                        region_p);
         }
-        __atomic_store_n(&hint->page, page, __ATOMIC_RELAXED);
-        __atomic_store_n(&hint->region, region, __ATOMIC_RELAXED);
+        __atomic_store_n(hint, region, __ATOMIC_RELAXED);
     }
     if (slot != NULL) {
         /* a pointer compare only: the last region's lines are not read */

@@ -136,11 +136,8 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_list_head_init(&rcache->fork_link);
     ucs_list_head_init(&rcache->pool);
     ucs_list_head_init(&rcache->spare);
-    rcache->hot.hints = calloc(1ul << UCS_RCACHE_HINT_BITS,
-                               sizeof(*rcache->hot.hints));
-    if (rcache->hot.hints == NULL) {
-        ucs_rcache_error("%s: no memory for the lookup hints", name);
-        status = UCS_ERR_NO_MEMORY;
+    status = ucs_rcache_hints_init(rcache);
+    if (status != UCS_OK) {
         goto err_free;
     }
 
@@ -186,7 +183,7 @@ err_events:
 err_fork:
     ucs_rcache_fork_unregister(rcache);
 err_free:
-    free(rcache->hot.hints);
+    ucs_rcache_hints_free(rcache);
     pthread_mutex_destroy(&rcache->reg_lock);
     free(rcache);
 err:
@@ -240,7 +237,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     pthread_mutex_destroy(&rcache->reg_lock);
-    free(rcache->hot.hints);
+    ucs_rcache_hints_free(rcache);
     free(rcache);
     return UCS_OK;
 }

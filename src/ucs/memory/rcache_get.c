@@ -318,6 +318,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_rcache_region_t *region, *recycled;
     ucs_rcache_span_t span;
     ucs_status_t status;
+    unsigned long nregions;
     unsigned need;
     int retries, prot_ok, overlaps;
 
@@ -339,6 +340,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
                                                  span.prot);
         need     = ucs_range_index_insert_needs(&rcache->index);
+        nregions = rcache->num_regions + 1;
         recycled = ucs_rcache_pool_pop_locked(rcache);
         ucs_rcache_inflight_set_locked(rcache, &span);
         ucs_rcache_unlock(rcache);
@@ -361,6 +363,9 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         status = ucs_rcache_index_reserve(rcache, need);
         if (status != UCS_OK) {
             goto err_recycle;
+        }
+        if ((2 * nregions) > rcache->hot.hints->mask + 1) {
+            ucs_rcache_hints_grow(rcache, nregions);
         }
         region = ucs_rcache_region_alloc(rcache, recycled);
         if (region == NULL) {

@@ -125,15 +125,23 @@ typedef struct ucs_rcache_config {
     int           dontfork;     /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
 
-/* Lookup hints (rcache.c): a direct-mapped table from a request's first
- * page to the region that last answered it from the index.  Both words are
- * read and written without a lock (a torn pair is harmless): an entry is
- * only a candidate, validated like the index's answer. */
-#define UCS_RCACHE_HINT_BITS 16
-typedef struct ucs_rcache_hint {
-    ucs_pgt_addr_t      page;        /* start >> 12 of the lookup */
-    ucs_rcache_region_t *region;
-} ucs_rcache_hint_t;
+/* Lookup hints (rcache.c, sized in rcache_hints.c): a direct-mapped table
+ * from a request's first page to the region that last answered it from the
+ * index.  Indexed by the page number itself, its higher bits folded in:
+ * neighbouring pages use neighbouring entries, so regions laid out densely
+ * do not collide.  At least 2 entries per region in the index (grown by
+ * the registration path up to 2^UCS_RCACHE_HINTS_MAX_SHIFT); a grown table
+ * starts empty and the old one is retired, freed at destroy (lookups may
+ * still read it).  Entries are read and written without a lock: an entry
+ * is only a candidate, validated like the index's answer. */
+#define UCS_RCACHE_HINTS_MIN_SHIFT 16
+#define UCS_RCACHE_HINTS_MAX_SHIFT 24
+typedef struct ucs_rcache_hints {
+    unsigned long           mask;     /* entries - 1 */
+    unsigned                shift;    /* log2(entries) */
+    struct ucs_rcache_hints *retired; /* the tables it replaced */
+    ucs_rcache_region_t     *entry[];
+} ucs_rcache_hints_t;
 
 struct ucs_rcache {
     /* read by every hit, written only at create: a cache line of its own */
@@ -141,7 +149,7 @@ struct ucs_rcache {
         size_t          align_mask;  /* params.alignment - 1 */
         unsigned        check_pfn;   /* pages to check on hits, 0: off */
         size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
-        ucs_rcache_hint_t *hints;    /* 1 << UCS_RCACHE_HINT_BITS entries */
+        ucs_rcache_hints_t *hints;   /* atomic: grown, see above */
     } __attribute__((aligned(64))) hot;
     uintptr_t           lock __attribute__((aligned(64))); /* owner
                                         (ucs_rcache_self()), 0: free */
@@ -291,6 +299,13 @@ int ucs_rcache_dontfork_needed(void);
 ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 unsigned long ucs_rcache_dontfork_pages(void);
+
+/* rcache_hints.c: the first table (create), a larger one if regions
+ * need it (registration path: reg_lock held, not the spinlock; on no
+ * memory the table stays), all tables (destroy). */
+ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache);
+void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions);
+void ucs_rcache_hints_free(ucs_rcache_t *rcache);
 
 /* rcache_cleanup.c: start (registration path, reg_lock held; again in a
  * forked child), wake (hook context: one write), stop (destroy). */

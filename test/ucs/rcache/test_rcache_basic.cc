@@ -321,6 +321,40 @@ TEST_F(rcache_basic, shm_segment_attached_twice)
     munmap(base, 3 * size);
 }
 
+/* The hint table grows with the cache (two entries per region; the first
+ * has 64k): with 40k regions lookups go through a grown table, whose
+ * entries are still candidates only.  Every region is found again (no
+ * registration after the first round), and a region whose page was
+ * replaced is rejected (frame oracle), also when its hint is in the
+ * grown table. */
+TEST_F(rcache_basic, grown_lookup_hints_stay_exact)
+{
+    const size_t n = 40000;
+    char *buf      = (char*)map(2 * n);
+
+    for (int round = 0; round < 3; ++round) { /* misses, index, hints */
+        for (size_t i = 0; i < n; ++i) {
+            test_region *r = get(buf + 2 * i * page_size + 8, 64);
+            ASSERT_TRUE(r);
+            ASSERT_EQ((uintptr_t)buf + 2 * i * page_size, r->super.super.start);
+            put(r);
+        }
+        ASSERT_EQ(n, regs.load()) << "round " << round;
+    }
+    EXPECT_EQ(n, stats().regions);
+
+    char *victim = buf + n * page_size; /* region n / 2 */
+    ASSERT_EQ(victim, mmap(victim, page_size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+    memset(victim, 7, page_size);
+    test_region *r = get(victim + 8, 64);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(n + 1, regs.load()) << "served from a stale hint";
+    EXPECT_EQ("", check_region(r, (uintptr_t)victim, page_size));
+    put(r);
+    munmap(buf, 2 * n * page_size);
+}
+
 /* The lookup hints (a page -> region table filled by index hits) hold
  * candidates only: after the page is replaced, the hint's old region is
  * rejected and the new pages are registered (frame oracle). */
