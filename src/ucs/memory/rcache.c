@@ -189,57 +189,71 @@ static inline ucs_rcache_region_t **ucs_rcache_hint(ucs_rcache_t *rcache,
     return &hints->entry[(page ^ (page >> hints->shift)) & hints->mask];
 }
 
-/* Not the thread's lease: the page's hint, then the index (both
- * lock-free), else miss.  The second hit in a row on a region leases it
- * (see "leases" in rcache_int.h). */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                       ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
-                       void *arg, ucs_rcache_region_t **region_p)
+/* The rare slot work after a hit that was not on the thread's lease: the
+ * periodic check of the lease (not read on every get), and the lease of a
+ * region hit twice in a row (see "leases" in rcache_int.h). */
+static UCS_F_NOINLINE void ucs_rcache_slot_update(ucs_rcache_t *rcache,
+                                                  ucs_rcache_slot_t *slot,
+                                                  ucs_rcache_region_t *region)
 {
-    ucs_rcache_region_t *region, **hint;
-
-    if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
-        return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
-                                   region_p);
-    }
-
-    if ((slot != NULL) && (slot->lease != NULL) &&
-        ucs_unlikely((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0) &&
+    if ((slot->lease != NULL) &&
+        ((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0) &&
         !ucs_rcache_region_valid(slot->lease)) {
-        ucs_rcache_lease_drop(rcache, slot); /* not read on every get */
+        ucs_rcache_lease_drop(rcache, slot);
     }
-    hint   = ucs_rcache_hint(rcache, start >> 12);
-    region = ucs_rcache_candidate_hold(
-            rcache, __atomic_load_n(hint, __ATOMIC_RELAXED), start, end, prot);
-    if (region == NULL) {
-        region = ucs_rcache_candidate_hold(
-                rcache,
-                (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
-                                                                start),
-                start, end, prot);
-        if (region == NULL) {
-            return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
-                                       region_p);
-        }
-        __atomic_store_n(hint, region, __ATOMIC_RELAXED);
+    /* a pointer compare only: the last region's lines are not read */
+    if ((region == slot->last) && (region != slot->lease)) {
+        ucs_rcache_lease_take(rcache, slot, region);
     }
-    if (slot != NULL) {
-        /* a pointer compare only: the last region's lines are not read */
-        if ((region == slot->last) && (region != slot->lease)) {
-            ucs_rcache_lease_take(rcache, slot, region);
+    slot->last = region;
+}
+
+/* A held region from the hint or the index. */
+static inline ucs_status_t ucs_rcache_hit_candidate(ucs_rcache_t *rcache,
+                                                    ucs_rcache_slot_t *slot,
+                                                    ucs_rcache_region_t *region,
+                                                    ucs_rcache_region_t **region_p)
+{
+    if (ucs_likely(slot != NULL)) {
+        if (ucs_unlikely((region == slot->last) ||
+                         ((slot->lease != NULL) &&
+                          ((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0)))) {
+            ucs_rcache_slot_update(rcache, slot, region);
+        } else {
+            slot->last = region;
         }
-        slot->last = region;
     }
     ucs_rcache_hit_done(rcache, slot, region, region_p);
     return UCS_OK;
+}
+
+/* The page's hint did not answer: the index (lock-free), else miss. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                       ucs_rcache_region_t **hint, ucs_pgt_addr_t start,
+                       ucs_pgt_addr_t end, int prot, void *arg,
+                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+
+    region = ucs_rcache_candidate_hold(
+            rcache,
+            (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
+                                                            start),
+            start, end, prot);
+    if (region == NULL) {
+        return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
+                                   region_p);
+    }
+    __atomic_store_n(hint, region, __ATOMIC_RELAXED);
+    return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
 }
 
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, int prot, void *arg,
                                       ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_region_t *region;
+    ucs_rcache_region_t *region, **hint;
     ucs_rcache_slot_t *slot;
     ucs_pgt_addr_t start, end;
     size_t align_mask;
@@ -278,8 +292,20 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
             return UCS_OK;
         }
     }
-    return ucs_rcache_get_indexed(rcache, slot, start, end, prot, arg,
-                                  region_p);
+    if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
+        return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
+                                   region_p);
+    }
+
+    /* the page's hint, then the index */
+    hint   = ucs_rcache_hint(rcache, start >> 12);
+    region = ucs_rcache_candidate_hold(
+            rcache, __atomic_load_n(hint, __ATOMIC_RELAXED), start, end, prot);
+    if (ucs_unlikely(region == NULL)) {
+        return ucs_rcache_get_indexed(rcache, slot, hint, start, end, prot,
+                                      arg, region_p);
+    }
+    return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
