@@ -67,47 +67,57 @@ static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
            !(prot & ~region->prot);
 }
 
-/* Lock-free hit on a candidate (a hint or the index's answer, see the
- * locking notes in rcache_int.h): a reference taken only from a non-zero
- * count, then the region validated under it. */
-static inline ucs_rcache_region_t *
-ucs_rcache_region_try_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
-                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
+/* A reference taken only from a non-zero count (0: the region is being
+ * released or recycled). */
+static inline int ucs_rcache_region_try_ref(ucs_rcache_region_t *region)
 {
     uint32_t refcount;
 
     refcount = __atomic_load_n(&region->refcount, __ATOMIC_RELAXED);
     do {
         if (refcount == 0) {
-            return NULL;    /* being released, or recycled */
+            return 0;
         }
     } while (!__atomic_compare_exchange_n(&region->refcount, &refcount,
                                           refcount + 1, 1, __ATOMIC_ACQ_REL,
                                           __ATOMIC_RELAXED));
-    /* now it cannot be released or recycled: validate what we found */
+    return 1;
+}
+
+/* A held candidate is still the answer: it cannot be released or recycled
+ * now, so what was read before the reference is read again. */
+static inline int ucs_rcache_region_confirm(ucs_rcache_t *rcache,
+                                            ucs_rcache_region_t *region,
+                                            ucs_pgt_addr_t start,
+                                            ucs_pgt_addr_t end, int prot)
+{
     if (ucs_unlikely(!ucs_rcache_region_valid(region) ||
                      !ucs_rcache_region_covers(rcache, region, start, end,
                                                prot))) {
-        ucs_rcache_region_put(rcache, region);
-        return NULL;
+        return 0;
     }
     if (!ucs_rcache_region_hdr(rcache, region)->referenced) {
         ucs_rcache_region_hdr(rcache, region)->referenced = 1;
     }
-    return region;
+    return 1;
 }
 
-/* A lock-free candidate (a hint or the index's answer; may be NULL): held
- * and validated, or NULL. */
+/* Lock-free hit on a candidate (the index's answer, may be NULL; see the
+ * locking notes in rcache_int.h): held and validated, or NULL. */
 static inline ucs_rcache_region_t *
 ucs_rcache_candidate_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
 {
     if ((region == NULL) ||
-        !ucs_rcache_region_covers(rcache, region, start, end, prot)) {
+        !ucs_rcache_region_covers(rcache, region, start, end, prot) ||
+        !ucs_rcache_region_try_ref(region)) {
         return NULL;
     }
-    return ucs_rcache_region_try_hold(rcache, region, start, end, prot);
+    if (!ucs_rcache_region_confirm(rcache, region, start, end, prot)) {
+        ucs_rcache_region_put(rcache, region);
+        return NULL;
+    }
+    return region;
 }
 
 /* Unmaps seen by the lock owner's signal handlers and not applied yet: the
@@ -117,21 +127,32 @@ static inline int ucs_rcache_deferred_unmaps(ucs_rcache_t *rcache)
     return __atomic_load_n(&rcache->deferred.count, __ATOMIC_RELAXED) != 0;
 }
 
-static inline void ucs_rcache_hit_done(ucs_rcache_t *rcache,
-                                       ucs_rcache_slot_t *slot,
-                                       ucs_rcache_region_t *region,
-                                       ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_hit_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                      ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_pfn_verify(rcache, region);
+    *region_p = region;
+    return UCS_OK;
+}
+
+/* The end of every lock-free hit: counted, checked (CHECK_PFN), given. */
+static inline ucs_status_t ucs_rcache_hit_done(ucs_rcache_t *rcache,
+                                               ucs_rcache_slot_t *slot,
+                                               ucs_rcache_region_t *region,
+                                               ucs_rcache_region_t **region_p)
 {
     ucs_rcache_count_hit(rcache, slot);
     if (ucs_unlikely(rcache->hot.check_pfn)) {
-        ucs_rcache_pfn_verify(rcache, region);
+        return ucs_rcache_hit_verify(rcache, region, region_p);
     }
     *region_p = region;
+    return UCS_OK;
 }
 
-static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
-                                         size_t length, int prot,
-                                         ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_check(ucs_rcache_t *rcache, void *address, size_t length,
+                     int prot, ucs_rcache_region_t **region_p)
 {
     if ((rcache == NULL) || (region_p == NULL) || (address == NULL)) {
         ucs_rcache_error("ucs_rcache_get: NULL %s",
@@ -158,10 +179,11 @@ static ucs_status_t ucs_rcache_get_check(ucs_rcache_t *rcache, void *address,
 
 /* The registration path, out of line so that the hit path stays small. */
 static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                    ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
-                    void *arg, ucs_rcache_region_t **region_p)
+ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                    ucs_pgt_addr_t end, int prot, void *arg,
+                    ucs_rcache_region_t **region_p)
 {
+    ucs_rcache_slot_t *slot = ucs_rcache_slot(rcache);
     ucs_rcache_region_t *region;
     ucs_status_t status;
 
@@ -192,9 +214,10 @@ static inline ucs_rcache_region_t **ucs_rcache_hint(ucs_rcache_t *rcache,
 /* The rare slot work after a hit that was not on the thread's lease: the
  * periodic check of the lease (not read on every get), and the lease of a
  * region hit twice in a row (see "leases" in rcache_int.h). */
-static UCS_F_NOINLINE void ucs_rcache_slot_update(ucs_rcache_t *rcache,
-                                                  ucs_rcache_slot_t *slot,
-                                                  ucs_rcache_region_t *region)
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_hit_slot_update(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                           ucs_rcache_region_t *region,
+                           ucs_rcache_region_t **region_p)
 {
     if ((slot->lease != NULL) &&
         ((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0) &&
@@ -206,31 +229,29 @@ static UCS_F_NOINLINE void ucs_rcache_slot_update(ucs_rcache_t *rcache,
         ucs_rcache_lease_take(rcache, slot, region);
     }
     slot->last = region;
+    return ucs_rcache_hit_done(rcache, slot, region, region_p);
 }
 
 /* A held region from the hint or the index. */
-static inline ucs_status_t ucs_rcache_hit_candidate(ucs_rcache_t *rcache,
-                                                    ucs_rcache_slot_t *slot,
-                                                    ucs_rcache_region_t *region,
-                                                    ucs_rcache_region_t **region_p)
+static inline ucs_status_t
+ucs_rcache_hit_candidate(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                         ucs_rcache_region_t *region,
+                         ucs_rcache_region_t **region_p)
 {
     if (ucs_likely(slot != NULL)) {
         if (ucs_unlikely((region == slot->last) ||
                          ((slot->lease != NULL) &&
                           ((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0)))) {
-            ucs_rcache_slot_update(rcache, slot, region);
-        } else {
-            slot->last = region;
+            return ucs_rcache_hit_slot_update(rcache, slot, region, region_p);
         }
+        slot->last = region;
     }
-    ucs_rcache_hit_done(rcache, slot, region, region_p);
-    return UCS_OK;
+    return ucs_rcache_hit_done(rcache, slot, region, region_p);
 }
 
 /* The page's hint did not answer: the index (lock-free), else miss. */
 static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                       ucs_rcache_region_t **hint, ucs_pgt_addr_t start,
+ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                        ucs_pgt_addr_t end, int prot, void *arg,
                        ucs_rcache_region_t **region_p)
 {
@@ -242,21 +263,113 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
                                                             start),
             start, end, prot);
     if (region == NULL) {
-        return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
-                                   region_p);
+        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
-    __atomic_store_n(hint, region, __ATOMIC_RELAXED);
+    __atomic_store_n(ucs_rcache_hint(rcache, start >> 12), region,
+                     __ATOMIC_RELAXED);
+    return ucs_rcache_hit_candidate(rcache, ucs_rcache_slot(rcache), region,
+                                    region_p);
+}
+
+/* The page's hint held a region that failed validation (left in the
+ * thread's slot): given back, then the index. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_stale(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                     ucs_pgt_addr_t end, int prot, void *arg,
+                     ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_slot_t *slot     = ucs_rcache_slot(rcache);
+    ucs_rcache_region_t *region = slot->stale;
+
+    slot->stale = NULL;
+    ucs_rcache_region_put(rcache, region);
+    return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
+}
+
+/* Not on the thread's lease: the page's hint, then the index.  Every call
+ * that is not the end of the hit is a tail call (nothing to keep across it,
+ * no registers to save on the way in). */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+ucs_rcache_get_candidates(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
+                          ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+                          void *arg, ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_region_t *region;
+
+    region = __atomic_load_n(ucs_rcache_hint(rcache, start >> 12),
+                             __ATOMIC_RELAXED);
+    if (ucs_unlikely((region == NULL) ||
+                     !ucs_rcache_region_covers(rcache, region, start, end,
+                                               prot) ||
+                     !ucs_rcache_region_try_ref(region))) {
+        return ucs_rcache_get_indexed(rcache, start, end, prot, arg,
+                                      region_p);
+    }
+    if (ucs_unlikely(!ucs_rcache_region_confirm(rcache, region, start, end,
+                                                prot))) {
+        if (ucs_likely(slot != NULL)) { /* a stale hint, given back there */
+            slot->stale = region;
+            return ucs_rcache_get_stale(rcache, start, end, prot, arg,
+                                        region_p);
+        }
+        ucs_rcache_region_put(rcache, region);
+        return ucs_rcache_get_indexed(rcache, start, end, prot, arg,
+                                      region_p);
+    }
     return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
+}
+
+/* A thread without a slot number yet (or with none left). */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_noslot(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                      ucs_pgt_addr_t end, int prot, void *arg,
+                      ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_slot_t *slot = ucs_rcache_slot_assign(rcache);
+
+    if (ucs_rcache_deferred_unmaps(rcache)) {
+        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+    }
+    return ucs_rcache_get_candidates(rcache, slot, start, end, prot, arg,
+                                     region_p);
+}
+
+/* An unmap was read by the monitor and is not dispatched yet: wait. */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_drained(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                       ucs_pgt_addr_t end, int prot, void *arg,
+                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_slot_t *slot;
+
+    ucm_uffd_drain_wait();
+    slot = ucs_rcache_slot(rcache);
+    if (ucs_rcache_deferred_unmaps(rcache)) {
+        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+    }
+    return ucs_rcache_get_candidates(rcache, slot, start, end, prot, arg,
+                                     region_p);
+}
+
+/* The thread's lease is invalid: dropped (released if unused). */
+static UCS_F_NOINLINE ucs_status_t
+ucs_rcache_get_lease_invalid(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                             ucs_pgt_addr_t end, int prot, void *arg,
+                             ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_lease_drop(rcache, ucs_rcache_slot(rcache));
+    return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
 }
 
 UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, int prot, void *arg,
                                       ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_region_t *region, **hint;
+    ucs_rcache_region_t *region;
     ucs_rcache_slot_t *slot;
     ucs_pgt_addr_t start, end;
     size_t align_mask;
+    unsigned id;
 
     if (ucs_unlikely((rcache == NULL) || (address == NULL) || (length == 0) ||
                      (region_p == NULL) ||
@@ -273,39 +386,33 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     }
 
     if (ucs_unlikely(ucm_uffd_draining != 0)) {
-        ucm_uffd_drain_wait(); /* an unmap was read, not yet dispatched */
+        return ucs_rcache_get_drained(rcache, start, end, prot, arg, region_p);
+    }
+    id = ucs_rcache_tid - 1;
+    if (ucs_unlikely(id >= UCS_RCACHE_SLOTS)) {
+        return ucs_rcache_get_noslot(rcache, start, end, prot, arg, region_p);
+    }
+    slot = &rcache->slots[id];
+    if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
+        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
 
     /* the thread's lease (a region nobody can release meanwhile), by the
      * range kept in the slot: the region is read only when it may answer
      * (reading it on every get costs random-access workloads ~10%) */
-    slot = ucs_rcache_slot(rcache);
-    if (ucs_likely(slot != NULL) &&
-        ((start >= slot->lease_start) & (end <= slot->lease_end)) &&
-        ucs_likely(!ucs_rcache_deferred_unmaps(rcache))) {
+    if ((start >= slot->lease_start) & (end <= slot->lease_end)) {
         region = slot->lease;
         if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
-            ucs_rcache_lease_drop(rcache, slot); /* released if unused */
-        } else if (ucs_likely(!(prot & ~region->prot))) {
+            return ucs_rcache_get_lease_invalid(rcache, start, end, prot,
+                                                arg, region_p);
+        }
+        if (ucs_likely(!(prot & ~region->prot))) {
             ucs_rcache_local_add(&slot->local, 1);
-            ucs_rcache_hit_done(rcache, slot, region, region_p);
-            return UCS_OK;
+            return ucs_rcache_hit_done(rcache, slot, region, region_p);
         }
     }
-    if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
-        return ucs_rcache_get_miss(rcache, slot, start, end, prot, arg,
-                                   region_p);
-    }
-
-    /* the page's hint, then the index */
-    hint   = ucs_rcache_hint(rcache, start >> 12);
-    region = ucs_rcache_candidate_hold(
-            rcache, __atomic_load_n(hint, __ATOMIC_RELAXED), start, end, prot);
-    if (ucs_unlikely(region == NULL)) {
-        return ucs_rcache_get_indexed(rcache, slot, hint, start, end, prot,
-                                      arg, region_p);
-    }
-    return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
+    return ucs_rcache_get_candidates(rcache, slot, start, end, prot, arg,
+                                     region_p);
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)

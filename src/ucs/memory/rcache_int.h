@@ -93,6 +93,8 @@ typedef struct ucs_rcache_slot {
     ucs_rcache_region_t *lease;    /* leased region, or NULL */
     uint32_t            local;     /* references counted here, not in it */
     ucs_rcache_region_t *last;     /* last hit (compared, never read) */
+    ucs_rcache_region_t *stale;    /* a held candidate that failed
+                                      validation, on its way back */
     uint64_t            hits_fast; /* read by stats without the owner */
     ucs_pgt_addr_t      lease_start, lease_end; /* its range (end 0: none) */
 } __attribute__((aligned(64))) ucs_rcache_slot_t;
