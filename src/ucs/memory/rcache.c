@@ -282,7 +282,9 @@ ucs_rcache_get_stale(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_region_t *region = slot->stale;
 
     slot->stale = NULL;
-    ucs_rcache_region_put(rcache, region);
+    if (region != NULL) { /* (hits are not async-signal-safe) */
+        ucs_rcache_region_put(rcache, region);
+    }
     return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
 }
 

@@ -193,6 +193,8 @@ struct ucs_rcache {
             int            prot;
         }               entries[UCS_RCACHE_MAPS_CACHE];
         unsigned        count;       /* sorted by start */
+        unsigned        last;        /* the entry that last covered a
+                                        whole range (tried first) */
         unsigned long   gen;         /* bumped by every unmap event */
     } maps;                          /* last /proc/self/maps snapshot */
     unsigned            fork_gen;

@@ -64,6 +64,13 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     unsigned i, lo = 0, n = rcache->maps.count, half;
 
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
+    /* requests tend to come from the mapping the previous one came from */
+    i = rcache->maps.last;
+    if ((i < rcache->maps.count) && (rcache->maps.entries[i].start <= cur) &&
+        (end <= rcache->maps.entries[i].end) &&
+        ((rcache->maps.entries[i].prot & prot) == prot)) {
+        return 1;
+    }
     /* skip the mappings that start at or before cur but the last one
      * (sorted by start, non-overlapping) */
     while (n > 1) {
@@ -86,6 +93,9 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         }
         cur = rcache->maps.entries[i].end;
         if (cur >= end) {
+            if (rcache->maps.entries[i].start <= (start & ~4095ul)) {
+                rcache->maps.last = i; /* covered by this one alone */
+            }
             return 1;
         }
     }

@@ -56,6 +56,47 @@ TEST_F(rcache_input, prot_the_mapping_lacks)
     EXPECT_EQ(0u, regs.load());
 }
 
+/* The remembered mappings answer a request from the entry that covered
+ * the previous one first: that shortcut never grants rights a mapping
+ * lacks, next to it, across its end, or after it was replaced. */
+TEST_F(rcache_input, remembered_mapping_grants_no_more_rights)
+{
+    ASSERT_EQ(UCS_OK, create());
+    char *buf = (char*)map(4);
+    ucs_rcache_region_t *r = nullptr;
+
+    ASSERT_EQ(0, mprotect(buf + 2 * page_size, 2 * page_size, PROT_READ));
+    for (int i = 0; i < 2; ++i) { /* the second one from the shortcut */
+        test_region *ok = get(buf + i * page_size, 64);
+        ASSERT_TRUE(ok);
+        put(ok);
+    }
+    unsigned calls = reg_calls.load();
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              ucs_rcache_get(m_rcache, buf + 3 * page_size, 64,
+                             PROT_READ | PROT_WRITE, nullptr, &r));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              ucs_rcache_get(m_rcache, buf + page_size, 2 * page_size,
+                             PROT_READ | PROT_WRITE, nullptr, &r));
+    EXPECT_EQ(nullptr, r);
+    EXPECT_EQ(calls, reg_calls.load()) << "registered without the rights";
+
+    /* the writable pages replaced by read-only ones (an unmap event) */
+    test_region *keep = get(buf + 3 * page_size, 64, PROT_READ);
+    ASSERT_TRUE(keep);
+    put(keep);
+    ASSERT_EQ(buf, mmap(buf, 2 * page_size, PROT_READ,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+    calls = reg_calls.load();
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              ucs_rcache_get(m_rcache, buf + page_size, 64,
+                             PROT_READ | PROT_WRITE, nullptr, &r));
+    EXPECT_EQ(nullptr, r);
+    EXPECT_EQ(calls, reg_calls.load()) << "registered without the rights";
+    EXPECT_EQ(3u, regs.load());
+    munmap(buf, 4 * page_size);
+}
+
 TEST_F(rcache_input, bad_create_arguments)
 {
     ucs_rcache_params_t params = default_params();
