@@ -187,6 +187,12 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_region_t *region;
     ucs_status_t status;
 
+    /* a thread that only misses checks its lease here (hits do it
+     * periodically) */
+    if ((slot != NULL) && (slot->lease != NULL) &&
+        !ucs_rcache_region_valid(slot->lease)) {
+        ucs_rcache_lease_drop(rcache, slot);
+    }
     status = ucs_rcache_get_slow(rcache, start, end, prot, arg, &region);
     if (status != UCS_OK) {
         return status;

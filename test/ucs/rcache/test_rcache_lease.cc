@@ -161,6 +161,20 @@ TEST_F(rcache_lease, invalid_lease_dropped_while_owner_works_elsewhere)
     munmap(buf + 2 * page_size, 6 * page_size);
 }
 
+/* Same when the owner only misses: the first miss drops the invalidated
+ * lease. */
+TEST_F(rcache_lease, invalid_lease_dropped_by_next_miss)
+{
+    char *buf = (char*)map(8);
+    ASSERT_TRUE(lease(buf, 2 * page_size));
+    ASSERT_EQ(0, munmap(buf, 2 * page_size));
+    EXPECT_FALSE(deregistered((uintptr_t)buf)); /* still leased */
+    put(get(buf + 4 * page_size, page_size)); /* a miss */
+    EXPECT_TRUE(deregistered((uintptr_t)buf));
+    EXPECT_EQ(2u, regs.load());
+    munmap(buf + 2 * page_size, 6 * page_size);
+}
+
 /* A thread that leased a region and exited leaves nothing behind: the
  * unmap deregisters the region at the next call of another thread. */
 TEST_F(rcache_lease, thread_exit_gives_lease_back)
