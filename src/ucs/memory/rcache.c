@@ -327,13 +327,14 @@ ucs_rcache_get_candidates(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
     return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
 }
 
-/* A thread without a slot number yet (or with none left). */
+/* The hit path without the lease, the thread's slot found the slow way
+ * (assigned at the thread's first call; NULL: none left). */
 static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_noslot(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                      ucs_pgt_addr_t end, int prot, void *arg,
-                      ucs_rcache_region_t **region_p)
+ucs_rcache_get_unleased(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
+                        ucs_pgt_addr_t end, int prot, void *arg,
+                        ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_slot_t *slot = ucs_rcache_slot_assign(rcache);
+    ucs_rcache_slot_t *slot = ucs_rcache_slot(rcache);
 
     if (ucs_rcache_deferred_unmaps(rcache)) {
         return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
@@ -348,15 +349,8 @@ ucs_rcache_get_drained(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                        ucs_pgt_addr_t end, int prot, void *arg,
                        ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_slot_t *slot;
-
     ucm_uffd_drain_wait();
-    slot = ucs_rcache_slot(rcache);
-    if (ucs_rcache_deferred_unmaps(rcache)) {
-        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
-    }
-    return ucs_rcache_get_candidates(rcache, slot, start, end, prot, arg,
-                                     region_p);
+    return ucs_rcache_get_unleased(rcache, start, end, prot, arg, region_p);
 }
 
 /* The thread's lease is invalid: dropped (released if unused). */
@@ -398,7 +392,8 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     }
     id = ucs_rcache_tid - 1;
     if (ucs_unlikely(id >= UCS_RCACHE_SLOTS)) {
-        return ucs_rcache_get_noslot(rcache, start, end, prot, arg, region_p);
+        return ucs_rcache_get_unleased(rcache, start, end, prot, arg,
+                                       region_p);
     }
     slot = &rcache->slots[id];
     if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
