@@ -28,9 +28,10 @@
  *  - hits take no lock: the thread's lease, else a candidate (the page's
  *    hint, else a racy index lookup), then a reference taken only from a
  *    non-zero count, then validation of the region (in the index, not
- *    invalidated, covering the request).  Region memory is type-stable (recycled through a pool,
- *    freed at destroy) and index arrays are retired, never freed, while the
- *    cache lives, so racing reads are safe.
+ *    invalidated, covering the request).  Region memory is type-stable
+ *    (recycled through a pool, freed at destroy) and index arrays and hint
+ *    tables are retired, never freed, while the cache lives, so racing
+ *    reads are safe.
  */
 #ifndef UCS_RCACHE_INT_H_
 #define UCS_RCACHE_INT_H_
