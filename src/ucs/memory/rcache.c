@@ -102,22 +102,31 @@ static inline int ucs_rcache_region_confirm(ucs_rcache_t *rcache,
     return 1;
 }
 
-/* Lock-free hit on a candidate (the index's answer, may be NULL; see the
- * locking notes in rcache_int.h): held and validated, or NULL. */
-static inline ucs_rcache_region_t *
-ucs_rcache_candidate_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+/* What taking a lock-free candidate gave (see the locking notes in
+ * rcache_int.h). */
+typedef enum {
+    UCS_RCACHE_CANDIDATE_HELD,  /* held and validated: the answer */
+    UCS_RCACHE_CANDIDATE_NONE,  /* not taken: NULL, not covering, released */
+    UCS_RCACHE_CANDIDATE_STALE  /* held but no longer the answer: put it */
+} ucs_rcache_candidate_t;
+
+/* A candidate (a hint or the index's answer, may be NULL): checked, a
+ * reference taken only from a non-zero count, then validated under it. */
+static UCS_F_ALWAYS_INLINE ucs_rcache_candidate_t
+ucs_rcache_candidate_take(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
 {
-    if ((region == NULL) ||
-        !ucs_rcache_region_covers(rcache, region, start, end, prot) ||
-        !ucs_rcache_region_try_ref(region)) {
-        return NULL;
+    if (ucs_unlikely((region == NULL) ||
+                     !ucs_rcache_region_covers(rcache, region, start, end,
+                                               prot) ||
+                     !ucs_rcache_region_try_ref(region))) {
+        return UCS_RCACHE_CANDIDATE_NONE;
     }
-    if (!ucs_rcache_region_confirm(rcache, region, start, end, prot)) {
-        ucs_rcache_region_put(rcache, region);
-        return NULL;
+    if (ucs_unlikely(!ucs_rcache_region_confirm(rcache, region, start, end,
+                                                prot))) {
+        return UCS_RCACHE_CANDIDATE_STALE;
     }
-    return region;
+    return UCS_RCACHE_CANDIDATE_HELD;
 }
 
 /* Unmaps seen by the lock owner's signal handlers and not applied yet: the
@@ -263,12 +272,15 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 {
     ucs_rcache_region_t *region;
 
-    region = ucs_rcache_candidate_hold(
-            rcache,
-            (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
-                                                            start),
-            start, end, prot);
-    if (region == NULL) {
+    region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
+                                                             start);
+    switch (ucs_rcache_candidate_take(rcache, region, start, end, prot)) {
+    case UCS_RCACHE_CANDIDATE_HELD:
+        break;
+    case UCS_RCACHE_CANDIDATE_STALE:
+        ucs_rcache_region_put(rcache, region);
+        /* fall through */
+    default:
         return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
     __atomic_store_n(ucs_rcache_hint(rcache, start >> 12), region,
@@ -288,9 +300,7 @@ ucs_rcache_get_stale(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_region_t *region = slot->stale;
 
     slot->stale = NULL;
-    if (region != NULL) { /* (hits are not async-signal-safe) */
-        ucs_rcache_region_put(rcache, region);
-    }
+    ucs_rcache_region_put(rcache, region);
     return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
 }
 
@@ -306,15 +316,13 @@ ucs_rcache_get_candidates(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
 
     region = __atomic_load_n(ucs_rcache_hint(rcache, start >> 12),
                              __ATOMIC_RELAXED);
-    if (ucs_unlikely((region == NULL) ||
-                     !ucs_rcache_region_covers(rcache, region, start, end,
-                                               prot) ||
-                     !ucs_rcache_region_try_ref(region))) {
+    switch (ucs_rcache_candidate_take(rcache, region, start, end, prot)) {
+    case UCS_RCACHE_CANDIDATE_HELD:
+        return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
+    case UCS_RCACHE_CANDIDATE_NONE:
         return ucs_rcache_get_indexed(rcache, start, end, prot, arg,
                                       region_p);
-    }
-    if (ucs_unlikely(!ucs_rcache_region_confirm(rcache, region, start, end,
-                                                prot))) {
+    default:
         if (ucs_likely(slot != NULL)) { /* a stale hint, given back there */
             slot->stale = region;
             return ucs_rcache_get_stale(rcache, start, end, prot, arg,
@@ -324,7 +332,6 @@ ucs_rcache_get_candidates(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
         return ucs_rcache_get_indexed(rcache, start, end, prot, arg,
                                       region_p);
     }
-    return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
 }
 
 /* The hit path without the lease, the thread's slot found the slow way
