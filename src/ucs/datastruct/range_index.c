@@ -105,10 +105,12 @@ static void ucs_range_index_slot_insert(ucs_range_index_node_t *node,
 {
     unsigned n = node->count - slot;
 
-    memmove(&node->keys[slot + 1], &node->keys[slot],
-            n * sizeof(node->keys[0]));
-    memmove(&node->vals[slot + 1], &node->vals[slot],
-            n * sizeof(node->vals[0]));
+    if (n > 0) { /* appending (ascending registrations) moves nothing */
+        memmove(&node->keys[slot + 1], &node->keys[slot],
+                n * sizeof(node->keys[0]));
+        memmove(&node->vals[slot + 1], &node->vals[slot],
+                n * sizeof(node->vals[0]));
+    }
     node->keys[slot] = key;
     node->vals[slot] = val;
     ++node->count;
@@ -119,10 +121,12 @@ static void ucs_range_index_slot_remove(ucs_range_index_node_t *node,
 {
     unsigned n = node->count - slot - 1;
 
-    memmove(&node->keys[slot], &node->keys[slot + 1],
-            n * sizeof(node->keys[0]));
-    memmove(&node->vals[slot], &node->vals[slot + 1],
-            n * sizeof(node->vals[0]));
+    if (n > 0) {
+        memmove(&node->keys[slot], &node->keys[slot + 1],
+                n * sizeof(node->keys[0]));
+        memmove(&node->vals[slot], &node->vals[slot + 1],
+                n * sizeof(node->vals[0]));
+    }
     --node->count;
     node->keys[node->count] = UCS_RANGE_INDEX_NONE;
 }
@@ -188,10 +192,13 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
         node = root;
     }
     while (node->level > 0) {
-        slot = ucs_range_index_node_lower(node, key);
-        if (slot >= node->count) {
+        /* inner nodes are never empty; an end above the last one (ascending
+         * registrations) needs no search */
+        if (key > node->keys[node->count - 1]) {
             slot             = node->count - 1;
             node->keys[slot] = key; /* new largest end below this child */
+        } else {
+            slot = ucs_range_index_node_lower(node, key);
         }
         if (ucs_range_index_node(index, node->vals[slot])->count ==
             UCS_RANGE_INDEX_FANOUT) {
@@ -203,8 +210,10 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
         idx  = node->vals[slot];
         node = ucs_range_index_node(index, idx);
     }
-    ucs_range_index_slot_insert(node, ucs_range_index_node_lower(node, key),
-                                key, (uintptr_t)region);
+    slot = ((node->count > 0) && (key > node->keys[node->count - 1])) ?
+                   node->count :
+                   ucs_range_index_node_lower(node, key);
+    ucs_range_index_slot_insert(node, slot, key, (uintptr_t)region);
     ++index->count;
     ucs_range_index_write_end(index);
     return idx;
@@ -355,6 +364,10 @@ ucs_pgt_region_t *ucs_range_index_lower(const ucs_range_index_t *index,
 
     if (idx == 0) {
         return NULL;
+    }
+    node = ucs_range_index_cnode(index, idx);
+    if (node->keys[node->count - 1] <= addr) {
+        return NULL; /* past the last end (ascending registrations) */
     }
     for (level = index->height;;) {
         node = ucs_range_index_cnode(index, idx);

@@ -128,6 +128,16 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
     if ((level == 0) || (level > UCS_RANGE_INDEX_MAX_HEIGHT)) {
         return NULL;
     }
+    /* past the root's last end: nothing (ascending registrations) */
+    node = ucs_range_index_node_racy(index, (uint32_t)val);
+    if (node == NULL) {
+        return NULL;
+    }
+    slot = *(const volatile uint16_t*)&node->count;
+    if ((slot - 1u >= UCS_RANGE_INDEX_FANOUT) ||
+        (*(const volatile ucs_pgt_addr_t*)&node->keys[slot - 1] <= addr)) {
+        return NULL;
+    }
     for (;;) {
         node = ucs_range_index_node_racy(index, (uint32_t)val);
         if (node == NULL) {

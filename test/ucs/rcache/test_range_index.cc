@@ -130,6 +130,12 @@ TEST_F(range_index, sliding_window_hinted)
         reserve();
         leaf[i]             = ucs_range_index_insert(&m_index, &slots[i]);
         ref[slots[i].start] = &slots[i];
+        /* the last entry's edges (searches past the last end stop early) */
+        ucs_pgt_addr_t last = slots[i].end;
+        ASSERT_EQ(&slots[i], ucs_range_index_find(&m_index, last - 1));
+        ASSERT_EQ(&slots[i], ucs_range_index_find_racy(&m_index, last - 1));
+        ASSERT_EQ(nullptr, ucs_range_index_find(&m_index, last));
+        ASSERT_EQ(nullptr, ucs_range_index_find_racy(&m_index, last));
         if (i >= window) {
             size_t old = i - window;
             ASSERT_EQ(1, ucs_range_index_remove_hinted(&m_index, &slots[old],
