@@ -126,19 +126,27 @@ static size_t ucs_rcache_region_stride(ucs_rcache_t *rcache)
  * at any time).  Registration path (reg_lock held, not the spinlock). */
 static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
 {
-    size_t stride = ucs_rcache_region_stride(rcache);
+    size_t stride     = ucs_rcache_region_stride(rcache);
+    unsigned nregions = UCS_RCACHE_SLAB_REGIONS;
     ucs_rcache_region_t *region;
     char *slab;
     unsigned i;
 
-    if (posix_memalign((void**)&slab, 64,
-                       64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
+    if (rcache->live_regions * stride >= UCS_RCACHE_HUGE_PAGE) {
+        /* a big cache: regions are read at random, a huge page of them */
+        nregions = (UCS_RCACHE_HUGE_PAGE - 64) / stride;
+        slab     = ucs_rcache_huge_alloc(UCS_RCACHE_HUGE_PAGE);
+    } else if (posix_memalign((void**)&slab, 64,
+                              64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
+        slab = NULL;
+    }
+    if (slab == NULL) {
         return NULL;
     }
     ucs_rcache_lock(rcache);
     *(void**)slab = rcache->slabs;
     rcache->slabs = slab;
-    for (i = 1; i < UCS_RCACHE_SLAB_REGIONS; ++i) {
+    for (i = 1; i < nregions; ++i) {
         region = (ucs_rcache_region_t*)(slab + 64 + i * stride);
         /* refcount 0: never taken; an empty range: never covers */
         memset(region, 0,

@@ -7,13 +7,24 @@
 #include "rcache_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static ucs_rcache_hints_t *ucs_rcache_hints_alloc(unsigned shift)
 {
+    size_t size = sizeof(ucs_rcache_hints_t) +
+                  (sizeof(ucs_rcache_region_t*) << shift);
     ucs_rcache_hints_t *hints;
 
-    /* large tables come zeroed from mmap: pages are touched as filled */
-    hints = calloc(1, sizeof(*hints) + (sizeof(hints->entry[0]) << shift));
+    if (size < UCS_RCACHE_HUGE_PAGE) {
+        hints = calloc(1, size);
+    } else {
+        /* read at random by every hit of a big cache: on huge pages (all
+         * of it touched now, as lookups would soon) */
+        hints = ucs_rcache_huge_alloc(size);
+        if (hints != NULL) {
+            memset(hints, 0, size);
+        }
+    }
     if (hints != NULL) {
         hints->shift = shift;
         hints->mask  = (1ul << shift) - 1;

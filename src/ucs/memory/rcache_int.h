@@ -47,7 +47,8 @@
 /* Unmapped ranges remembered while the lock owner is interrupted. */
 #define UCS_RCACHE_DEFERRED 16
 
-/* Regions are carved from blocks of this many, freed at destroy. */
+/* Regions are carved from blocks of this many (once the cache holds a
+ * huge page of regions: blocks of a huge page), freed at destroy. */
 #define UCS_RCACHE_SLAB_REGIONS 64
 
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
@@ -311,6 +312,12 @@ unsigned long ucs_rcache_dontfork_pages(void);
 ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache);
 void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions);
 void ucs_rcache_hints_free(ucs_rcache_t *rcache);
+
+/* rcache_huge.c: a block of size bytes aligned to UCS_RCACHE_HUGE_PAGE and
+ * advised onto transparent huge pages (not zeroed), freed with free(); NULL
+ * on no memory.  Not under the spinlock. */
+#define UCS_RCACHE_HUGE_PAGE (2ul << 20)
+void *ucs_rcache_huge_alloc(size_t size);
 
 /* rcache_cleanup.c: start (registration path, reg_lock held; again in a
  * forked child), wake (hook context: one write), stop (destroy). */

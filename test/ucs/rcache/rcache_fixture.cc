@@ -5,6 +5,8 @@
 
 #include <ucm/api/ucm.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -36,6 +38,13 @@ bool read_pfns(uintptr_t addr, size_t npages, std::vector<uint64_t> &out,
         e = (e & (1ull << 63)) ? (e & ((1ull << 55) - 1)) : 0;
     }
     return true;
+}
+
+bool on_valgrind()
+{
+    const char *preload = getenv("LD_PRELOAD");
+
+    return (preload != nullptr) && (strstr(preload, "vgpreload") != nullptr);
 }
 
 std::string check_region(const test_region *region, uintptr_t addr,

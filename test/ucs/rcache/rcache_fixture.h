@@ -43,6 +43,10 @@ static const uint32_t region_magic_dead  = 0xdead;
 bool read_pfns(uintptr_t addr, size_t npages, std::vector<uint64_t> &out,
                int fd = -1);
 
+/* Running under valgrind (its preload library): tests size their loops
+ * down. */
+bool on_valgrind();
+
 /* Oracle: do the recorded frames of region still match for the pages of
  * [addr, addr+len)?  Returns a description of the mismatch, or "". */
 std::string check_region(const test_region *region, uintptr_t addr,

@@ -170,10 +170,7 @@ TEST_F(rcache_stress, churn_never_returns_stale_region)
     ASSERT_EQ(UCS_OK, create(&params));
 
     const unsigned nthreads = 3;
-    const char *preload     = getenv("LD_PRELOAD");
-    bool valgrind           = (preload != nullptr) &&
-                              (strstr(preload, "vgpreload") != nullptr);
-    unsigned long total_ops = valgrind ? 30000 :
+    unsigned long total_ops = on_valgrind() ? 30000 :
                               TEST_RCACHE_SANITIZED ? 400000 : 1200000;
     if (getenv("RCACHE_STRESS_OPS") != nullptr) {
         total_ops = strtoul(getenv("RCACHE_STRESS_OPS"), nullptr, 0);

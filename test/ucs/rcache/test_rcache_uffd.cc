@@ -43,12 +43,6 @@ void remap_fresh(void *addr, size_t len)
     memset(addr, 3, len);
 }
 
-bool on_valgrind()
-{
-    const char *preload = getenv("LD_PRELOAD");
-    return (preload != nullptr) && (strstr(preload, "vgpreload") != nullptr);
-}
-
 } // namespace
 
 class rcache_uffd : public rcache_fixture

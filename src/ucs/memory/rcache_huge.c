@@ -1,0 +1,27 @@
+/*
+ * Large blocks of cache memory that lookups read at random (region blocks
+ * of a big cache, large hint tables), on transparent huge pages where the
+ * system gives them on request: at a million regions a random hit touches
+ * a hint and a region in ~150 MiB, and with 4 KiB pages each of those
+ * reads also misses the TLB.
+ */
+#include "rcache_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+void *ucs_rcache_huge_alloc(size_t size)
+{
+    void *block;
+
+    if (posix_memalign(&block, UCS_RCACHE_HUGE_PAGE, size) != 0) {
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    /* advice only: without THP (or with THP "never") the block is plain
+     * memory, which changes nothing but the speed */
+    (void)madvise(block, size, MADV_HUGEPAGE);
+#endif
+    return block;
+}
