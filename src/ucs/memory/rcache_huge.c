@@ -20,8 +20,13 @@ void *ucs_rcache_huge_alloc(size_t size)
     }
 #ifdef MADV_HUGEPAGE
     /* advice only: without THP (or with THP "never") the block is plain
-     * memory, which changes nothing but the speed */
-    (void)madvise(block, size, MADV_HUGEPAGE);
+     * memory, which changes nothing but the speed.  Whole huge pages only:
+     * a few bytes past the last one (a table's header) stay on a small
+     * page instead of costing a huge one. */
+    if (size >= UCS_RCACHE_HUGE_PAGE) {
+        (void)madvise(block, size & ~(UCS_RCACHE_HUGE_PAGE - 1),
+                      MADV_HUGEPAGE);
+    }
 #endif
     return block;
 }
