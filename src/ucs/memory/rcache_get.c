@@ -132,7 +132,8 @@ static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
     char *slab;
     unsigned i;
 
-    if (rcache->live_regions * stride >= UCS_RCACHE_HUGE_PAGE) {
+    if ((rcache->live_regions * stride >= UCS_RCACHE_HUGE_PAGE) &&
+        (UCS_RCACHE_SLAB_REGIONS * stride <= UCS_RCACHE_HUGE_PAGE - 64)) {
         /* a big cache: regions are read at random, a huge page of them */
         nregions = (UCS_RCACHE_HUGE_PAGE - 64) / stride;
         slab     = ucs_rcache_huge_alloc(UCS_RCACHE_HUGE_PAGE);

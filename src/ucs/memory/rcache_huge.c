@@ -8,7 +8,6 @@
 #include "rcache_int.h"
 
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 
 void *ucs_rcache_huge_alloc(size_t size)
