@@ -117,8 +117,6 @@ ucs_rcache_candidate_take(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
 {
     if (ucs_unlikely((region == NULL) ||
-                     !ucs_rcache_region_covers(rcache, region, start, end,
-                                               prot) ||
                      !ucs_rcache_region_try_ref(region))) {
         return UCS_RCACHE_CANDIDATE_NONE;
     }
@@ -159,6 +157,19 @@ static inline ucs_status_t ucs_rcache_hit_done(ucs_rcache_t *rcache,
     return UCS_OK;
 }
 
+/* Only known PROT_* bits (said if not).  Checked on the way to a
+ * registration: no region has other bits, so the hit paths' protection
+ * checks already refuse them. */
+static int ucs_rcache_prot_valid(ucs_rcache_t *rcache, int prot)
+{
+    if (prot & ~UCS_RCACHE_KNOWN_PROT) {
+        ucs_rcache_error("%s: unknown protection bits 0x%x", rcache->name,
+                         prot);
+        return 0;
+    }
+    return 1;
+}
+
 static UCS_F_NOINLINE ucs_status_t
 ucs_rcache_get_check(ucs_rcache_t *rcache, void *address, size_t length,
                      int prot, ucs_rcache_region_t **region_p)
@@ -178,12 +189,8 @@ ucs_rcache_get_check(ucs_rcache_t *rcache, void *address, size_t length,
                          address, length);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (prot & ~UCS_RCACHE_KNOWN_PROT) {
-        ucs_rcache_error("%s: unknown protection bits 0x%x", rcache->name,
-                         prot);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
+    return ucs_rcache_prot_valid(rcache, prot) ? UCS_OK :
+                                                 UCS_ERR_INVALID_PARAM;
 }
 
 /* The registration path, out of line so that the hit path stays small. */
@@ -196,6 +203,9 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_region_t *region;
     ucs_status_t status;
 
+    if (!ucs_rcache_prot_valid(rcache, prot)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     /* a thread that only misses checks its lease here (hits do it
      * periodically) */
     if ((slot != NULL) && (slot->lease != NULL) &&
@@ -380,10 +390,12 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     size_t align_mask;
     unsigned id;
 
-    if (ucs_unlikely((rcache == NULL) || (address == NULL) || (length == 0) ||
+    /* a zero length or an overflow: the end is not above the address;
+     * unknown protection bits are refused on the way to a registration
+     * (ucs_rcache_get_miss) */
+    if (ucs_unlikely((rcache == NULL) || (address == NULL) ||
                      (region_p == NULL) ||
-                     ((uintptr_t)address + length < (uintptr_t)address) ||
-                     (prot & ~UCS_RCACHE_KNOWN_PROT))) {
+                     ((uintptr_t)address + length <= (uintptr_t)address))) {
         return ucs_rcache_get_check(rcache, address, length, prot, region_p);
     }
 
@@ -403,6 +415,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                        region_p);
     }
     slot = &rcache->slots[id];
+    __asm__("" : "+r"(slot)); /* one register for the slot's fields */
     if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
         return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
@@ -430,28 +443,54 @@ void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     ucs_rcache_atomic_add(&region->refcount, 1);
 }
 
-UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
-                                     ucs_rcache_region_t *region)
+/* After a put: the release of a region that lost its last reference, and
+ * the purge of pending tombstones (out of line: the put stays a leaf). */
+static UCS_F_NOINLINE void ucs_rcache_put_done(ucs_rcache_t *rcache,
+                                               ucs_rcache_region_t *region,
+                                               int released)
+{
+    if (released) {
+        ucs_rcache_region_release(rcache, region);
+    }
+    if (ucs_rcache_atomic_load(&rcache->pending_count) != 0) {
+        ucs_rcache_purge(rcache);
+    }
+}
+
+/* The put of a leased region (its count carries UCS_RCACHE_LEASE_BIAS):
+ * the owner's references count in its slot. */
+static UCS_F_NOINLINE void ucs_rcache_put_leased(ucs_rcache_t *rcache,
+                                                 ucs_rcache_region_t *region)
 {
     unsigned id = ucs_rcache_tid - 1;
     ucs_rcache_slot_t *slot;
 
-    /* the slot is looked at only for a leased region */
-    if ((__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
-         UCS_RCACHE_LEASE_BIAS / 2) &&
-        ucs_likely(id < UCS_RCACHE_SLOTS) &&
-        ((slot = &rcache->slots[id])->lease == region) &&
-        ucs_likely(slot->local != 0)) {
+    if ((id < UCS_RCACHE_SLOTS) &&
+        ((slot = &rcache->slots[id])->lease == region) && (slot->local != 0)) {
         ucs_rcache_local_add(&slot->local, -1);
         if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
             ucs_rcache_lease_drop(rcache, slot); /* released if unused */
         }
+        ucs_rcache_put_done(rcache, region, 0);
+        return;
+    }
+    ucs_rcache_put_done(rcache, region,
+                        ucs_rcache_atomic_sub(&region->refcount, 1) == 0);
+}
+
+UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
+                                     ucs_rcache_region_t *region)
+{
+    /* the slot is looked at only for a leased region */
+    if (ucs_unlikely(__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
+                     UCS_RCACHE_LEASE_BIAS / 2)) {
+        ucs_rcache_put_leased(rcache, region);
     } else if (ucs_unlikely(ucs_rcache_atomic_sub(&region->refcount, 1) ==
                             0)) {
-        ucs_rcache_region_release(rcache, region);
-    }
-    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->pending_count) != 0)) {
-        ucs_rcache_purge(rcache);
+        ucs_rcache_put_done(rcache, region, 1);
+    } else if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->pending_count) !=
+                            0)) {
+        ucs_rcache_put_done(rcache, region, 0);
     }
 }
 
