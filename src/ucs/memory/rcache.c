@@ -10,6 +10,17 @@
 
 #define UCS_RCACHE_KNOWN_PROT (PROT_READ | PROT_WRITE | PROT_EXEC)
 
+/* Slot number id (< UCS_RCACHE_SLOTS) of rcache, its address in one
+ * register (the compiler would otherwise keep two forms of it). */
+static inline ucs_rcache_slot_t *ucs_rcache_slot_at(ucs_rcache_t *rcache,
+                                                    unsigned id)
+{
+    ucs_rcache_slot_t *slot = &rcache->slots[id];
+
+    __asm__("" : "+r"(slot));
+    return slot;
+}
+
 /* This thread's slot in rcache (assigned at its first call), or NULL. */
 static inline ucs_rcache_slot_t *ucs_rcache_slot(ucs_rcache_t *rcache)
 {
@@ -414,8 +425,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
         return ucs_rcache_get_unleased(rcache, start, end, prot, arg,
                                        region_p);
     }
-    slot = &rcache->slots[id];
-    __asm__("" : "+r"(slot)); /* one register for the slot's fields */
+    slot = ucs_rcache_slot_at(rcache, id);
     if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
         return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
@@ -457,39 +467,43 @@ static UCS_F_NOINLINE void ucs_rcache_put_done(ucs_rcache_t *rcache,
     }
 }
 
-/* The put of a leased region (its count carries UCS_RCACHE_LEASE_BIAS):
- * the owner's references count in its slot. */
-static UCS_F_NOINLINE void ucs_rcache_put_leased(ucs_rcache_t *rcache,
-                                                 ucs_rcache_region_t *region)
+/* The owner's put of its leased region found it invalid: the lease goes
+ * (the region is released if unused). */
+static UCS_F_NOINLINE void ucs_rcache_put_lease_invalid(ucs_rcache_t *rcache,
+                                                        ucs_rcache_slot_t *slot)
 {
-    unsigned id = ucs_rcache_tid - 1;
-    ucs_rcache_slot_t *slot;
-
-    if ((id < UCS_RCACHE_SLOTS) &&
-        ((slot = &rcache->slots[id])->lease == region) && (slot->local != 0)) {
-        ucs_rcache_local_add(&slot->local, -1);
-        if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
-            ucs_rcache_lease_drop(rcache, slot); /* released if unused */
-        }
-        ucs_rcache_put_done(rcache, region, 0);
-        return;
-    }
-    ucs_rcache_put_done(rcache, region,
-                        ucs_rcache_atomic_sub(&region->refcount, 1) == 0);
+    ucs_rcache_lease_drop(rcache, slot);
+    ucs_rcache_put_done(rcache, NULL, 0);
 }
 
 UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region)
 {
-    /* the slot is looked at only for a leased region */
+    ucs_rcache_slot_t *slot;
+    unsigned id;
+
+    /* a leased region (its count carries UCS_RCACHE_LEASE_BIAS): the
+     * owner's references count in its slot */
     if (ucs_unlikely(__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
                      UCS_RCACHE_LEASE_BIAS / 2)) {
-        ucs_rcache_put_leased(rcache, region);
-    } else if (ucs_unlikely(ucs_rcache_atomic_sub(&region->refcount, 1) ==
-                            0)) {
+        id = ucs_rcache_tid - 1;
+        if ((id < UCS_RCACHE_SLOTS) &&
+            ((slot = ucs_rcache_slot_at(rcache, id))->lease == region) &&
+            (slot->local != 0)) {
+            ucs_rcache_local_add(&slot->local, -1);
+            if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
+                ucs_rcache_put_lease_invalid(rcache, slot);
+                return;
+            }
+            goto out;
+        }
+    }
+    if (ucs_unlikely(ucs_rcache_atomic_sub(&region->refcount, 1) == 0)) {
         ucs_rcache_put_done(rcache, region, 1);
-    } else if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->pending_count) !=
-                            0)) {
+        return;
+    }
+out:
+    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->pending_count) != 0)) {
         ucs_rcache_put_done(rcache, region, 0);
     }
 }
