@@ -117,12 +117,15 @@ static inline int ucs_rcache_region_confirm(ucs_rcache_t *rcache,
  * rcache_int.h). */
 typedef enum {
     UCS_RCACHE_CANDIDATE_HELD,  /* held and validated: the answer */
-    UCS_RCACHE_CANDIDATE_NONE,  /* not taken: NULL, not covering, released */
-    UCS_RCACHE_CANDIDATE_STALE  /* held but no longer the answer: put it */
+    UCS_RCACHE_CANDIDATE_NONE,  /* not taken: NULL or released */
+    UCS_RCACHE_CANDIDATE_STALE  /* held but not the answer (invalid, not
+                                   covering): put it */
 } ucs_rcache_candidate_t;
 
-/* A candidate (a hint or the index's answer, may be NULL): checked, a
- * reference taken only from a non-zero count, then validated under it. */
+/* A candidate (a hint or the index's answer, may be NULL): a reference
+ * taken only from a non-zero count, then the region validated once, under
+ * it (a region that does not answer is held only until it is put back:
+ * one check instead of a check before the reference and again after). */
 static UCS_F_ALWAYS_INLINE ucs_rcache_candidate_t
 ucs_rcache_candidate_take(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
