@@ -171,40 +171,24 @@ static inline ucs_status_t ucs_rcache_hit_done(ucs_rcache_t *rcache,
     return UCS_OK;
 }
 
-/* Only known PROT_* bits (said if not).  Checked on the way to a
- * registration: no region has other bits, so the hit paths' protection
- * checks already refuse them. */
-static int ucs_rcache_prot_valid(ucs_rcache_t *rcache, int prot)
-{
-    if (prot & ~UCS_RCACHE_KNOWN_PROT) {
-        ucs_rcache_error("%s: unknown protection bits 0x%x", rcache->name,
-                         prot);
-        return 0;
-    }
-    return 1;
-}
-
+/* The arguments ucs_rcache_get() refused on its first test: NULL, a zero
+ * length or an overflowing range (unknown protection bits are refused by
+ * ucs_rcache_get_miss()).  Says which; always an error. */
 static UCS_F_NOINLINE ucs_status_t
 ucs_rcache_get_check(ucs_rcache_t *rcache, void *address, size_t length,
-                     int prot, ucs_rcache_region_t **region_p)
+                     ucs_rcache_region_t **region_p)
 {
     if ((rcache == NULL) || (region_p == NULL) || (address == NULL)) {
         ucs_rcache_error("ucs_rcache_get: NULL %s",
                          (rcache == NULL) ? "rcache" :
                          (region_p == NULL) ? "region_p" : "address");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (length == 0) {
+    } else if (length == 0) {
         ucs_rcache_error("%s: get of zero bytes at %p", rcache->name, address);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((uintptr_t)address + length < (uintptr_t)address) {
+    } else {
         ucs_rcache_error("%s: range %p + %zu overflows", rcache->name,
                          address, length);
-        return UCS_ERR_INVALID_PARAM;
     }
-    return ucs_rcache_prot_valid(rcache, prot) ? UCS_OK :
-                                                 UCS_ERR_INVALID_PARAM;
+    return UCS_ERR_INVALID_PARAM;
 }
 
 /* The registration path, out of line so that the hit path stays small. */
@@ -217,7 +201,10 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_region_t *region;
     ucs_status_t status;
 
-    if (!ucs_rcache_prot_valid(rcache, prot)) {
+    /* no region has other bits, so the hit paths refused them already */
+    if (prot & ~UCS_RCACHE_KNOWN_PROT) {
+        ucs_rcache_error("%s: unknown protection bits 0x%x", rcache->name,
+                         prot);
         return UCS_ERR_INVALID_PARAM;
     }
     /* a thread that only misses checks its lease here (hits do it
@@ -410,7 +397,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     if (ucs_unlikely((rcache == NULL) || (address == NULL) ||
                      (region_p == NULL) ||
                      ((uintptr_t)address + length <= (uintptr_t)address))) {
-        return ucs_rcache_get_check(rcache, address, length, prot, region_p);
+        return ucs_rcache_get_check(rcache, address, length, region_p);
     }
 
     align_mask = rcache->hot.align_mask;
