@@ -14,6 +14,11 @@
  * UCS_RANGE_INDEX_MIN are merged by the next removal from the root). */
 #define UCS_RANGE_INDEX_HINT_MIN 3
 #define UCS_RANGE_INDEX_NONE (~(ucs_pgt_addr_t)0)
+/* Key of an entry removed from the front of a leaf (no range ends at 0):
+ * below every address, so searches pass over it; the entries after it
+ * keep their slots.  Only leaves hold these, only before their first live
+ * entry, and a leaf always keeps a live last entry (its parent's key). */
+#define UCS_RANGE_INDEX_GONE ((ucs_pgt_addr_t)0)
 
 static inline ucs_range_index_node_t *
 ucs_range_index_node(ucs_range_index_t *index, uint32_t idx)
@@ -131,6 +136,40 @@ static void ucs_range_index_slot_remove(ucs_range_index_node_t *node,
     node->keys[node->count] = UCS_RANGE_INDEX_NONE;
 }
 
+/* Drop the removed entries at the front of a leaf (before a split, a
+ * merge or a removal that changes the structure); returns how many. */
+static unsigned ucs_range_index_compact(ucs_range_index_node_t *node)
+{
+    unsigned gone = 0, i;
+
+    while ((gone < node->count) &&
+           (node->keys[gone] == UCS_RANGE_INDEX_GONE)) {
+        ++gone;
+    }
+    if (gone == 0) {
+        return 0;
+    }
+    node->count -= gone;
+    for (i = 0; i < node->count; ++i) {
+        node->keys[i] = node->keys[i + gone];
+        node->vals[i] = node->vals[i + gone];
+    }
+    for (; i < node->count + gone; ++i) {
+        node->keys[i] = UCS_RANGE_INDEX_NONE;
+    }
+    return gone;
+}
+
+/* Whether node (a child about to be descended into) is full, after
+ * dropping its removed front entries. */
+static int ucs_range_index_full(ucs_range_index_node_t *node)
+{
+    if (node->count < UCS_RANGE_INDEX_FANOUT) {
+        return 0;
+    }
+    return (node->level > 0) || (ucs_range_index_compact(node) == 0);
+}
+
 /* Split the full child at parent's slot into two (parent has room).  The
  * key about to be inserted beyond either end of the child (ascending or
  * descending registrations) leaves the other part full. */
@@ -179,7 +218,7 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
     }
     idx  = index->root;
     node = ucs_range_index_node(index, idx);
-    if (node->count == UCS_RANGE_INDEX_FANOUT) {
+    if (ucs_range_index_full(node)) {
         root_idx      = ucs_range_index_node_alloc(index, index->height);
         root          = ucs_range_index_node(index, root_idx);
         root->keys[0] = node->keys[node->count - 1];
@@ -200,8 +239,8 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
         } else {
             slot = ucs_range_index_node_lower(node, key);
         }
-        if (ucs_range_index_node(index, node->vals[slot])->count ==
-            UCS_RANGE_INDEX_FANOUT) {
+        if (ucs_range_index_full(
+                    ucs_range_index_node(index, node->vals[slot]))) {
             ucs_range_index_split(index, node, slot, key);
             if (key > node->keys[slot]) {
                 ++slot;
@@ -213,7 +252,13 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
     slot = ((node->count > 0) && (key > node->keys[node->count - 1])) ?
                    node->count :
                    ucs_range_index_node_lower(node, key);
-    ucs_range_index_slot_insert(node, slot, key, (uintptr_t)region);
+    if ((slot > 0) && (node->keys[slot - 1] == UCS_RANGE_INDEX_GONE)) {
+        /* in front of the live entries: reuse a removed slot */
+        node->keys[slot - 1] = key;
+        node->vals[slot - 1] = (uintptr_t)region;
+    } else {
+        ucs_range_index_slot_insert(node, slot, key, (uintptr_t)region);
+    }
     ++index->count;
     ucs_range_index_write_end(index);
     return idx;
@@ -237,6 +282,10 @@ static void ucs_range_index_try_merge(ucs_range_index_t *index,
     right_idx = parent->vals[slot + 1];
     left      = ucs_range_index_node(index, left_idx);
     right     = ucs_range_index_node(index, right_idx);
+    if (left->level == 0) {
+        ucs_range_index_compact(left);
+        ucs_range_index_compact(right);
+    }
     if (left->count + right->count > UCS_RANGE_INDEX_FANOUT) {
         return;
     }
@@ -291,7 +340,8 @@ int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
     }
 
     ucs_range_index_write_begin(index);
-    ucs_range_index_slot_remove(node, slots[0]);
+    ucs_range_index_slot_remove(node,
+                                slots[0] - ucs_range_index_compact(node));
     --index->count;
     for (level = 0; level + 1 < index->height; ++level) {
         node   = ucs_range_index_node(index, path[level]);
@@ -341,14 +391,26 @@ int ucs_range_index_remove_hinted(ucs_range_index_t *index,
     if ((leaf != 0) && (leaf < index->bump)) {
         node = ucs_range_index_node(index, leaf);
         slot = ucs_range_index_node_lower(node, region->end);
-        if ((node->level == 0) && (node->count > UCS_RANGE_INDEX_HINT_MIN) &&
-            (slot + 1 < node->count) &&
-            (node->vals[slot] == (uintptr_t)region)) {
-            ucs_range_index_write_begin(index);
-            ucs_range_index_slot_remove(node, slot);
-            --index->count;
-            ucs_range_index_write_end(index);
-            return 1;
+        if ((node->level == 0) && (slot + 1 < node->count) &&
+            (node->vals[slot] == (uintptr_t)region) &&
+            (node->keys[slot] == region->end)) {
+            if ((slot == 0) ||
+                (node->keys[slot - 1] == UCS_RANGE_INDEX_GONE)) {
+                /* the first live entry (the oldest, for ascending
+                 * registrations): nothing moves */
+                ucs_range_index_write_begin(index);
+                node->keys[slot] = UCS_RANGE_INDEX_GONE;
+                --index->count;
+                ucs_range_index_write_end(index);
+                return 1;
+            }
+            if (node->count > UCS_RANGE_INDEX_HINT_MIN) {
+                ucs_range_index_write_begin(index);
+                ucs_range_index_slot_remove(node, slot);
+                --index->count;
+                ucs_range_index_write_end(index);
+                return 1;
+            }
         }
     }
     return ucs_range_index_remove(index, region);

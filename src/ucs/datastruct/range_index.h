@@ -215,10 +215,14 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
 /* Remove region if present; returns 1 if it was found.  Never allocates. */
 int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region);
 
-/* Same, trying leaf (any value) first: when region is there, is not the
- * leaf's last entry and at least three entries stay, the parents are
- * unchanged and no walk is needed (the leaf may stay below the merge
- * threshold until a removal from the root passes there). */
+/* Same, trying leaf (any value) first: when region is there and is not
+ * the leaf's last entry, the parents are unchanged and no walk is needed.
+ * The leaf's first live entry (the oldest for ascending registrations) is
+ * only marked removed (key 0, passed over by searches; the slot is reused
+ * by an insertion in front and dropped before the leaf splits or merges);
+ * another one moves the entries after it while at least three stay (the
+ * leaf may stay below the merge threshold until a removal from the root
+ * passes there). */
 int ucs_range_index_remove_hinted(ucs_range_index_t *index,
                                   ucs_pgt_region_t *region, uint32_t leaf);
 

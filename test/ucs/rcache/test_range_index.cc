@@ -45,10 +45,65 @@ protected:
         ucs_range_index_spare_free(&spare);
     }
 
+    const ucs_range_index_node_t *node(uint32_t idx) const
+    {
+        return &m_index.chunks[idx / UCS_RANGE_INDEX_CHUNK_NODES]
+                              [idx % UCS_RANGE_INDEX_CHUNK_NODES];
+    }
+
+    /* The tree's invariants below node idx at level; returns the live
+     * entries under it and sets last to its largest end.  Leaves may start
+     * with removed entries (key 0), never end with one. */
+    size_t check_node(uint32_t idx, unsigned level, ucs_pgt_addr_t &last) const
+    {
+        const ucs_range_index_node_t *n = node(idx);
+        size_t live = 0, i = 0;
+        ucs_pgt_addr_t prev = 0, child_last;
+
+        EXPECT_EQ(level, n->level);
+        EXPECT_GE(n->count, 1u);
+        EXPECT_LE(n->count, (unsigned)UCS_RANGE_INDEX_FANOUT);
+        if (level == 0) {
+            while ((i < n->count) && (n->keys[i] == 0)) {
+                ++i;
+            }
+            EXPECT_LT(i, n->count) << "a leaf of removed entries only";
+        }
+        for (; i < n->count; ++i) {
+            EXPECT_GT(n->keys[i], prev) << "node " << idx << " slot " << i;
+            prev = n->keys[i];
+            if (level == 0) {
+                EXPECT_EQ(n->keys[i],
+                          ((ucs_pgt_region_t*)n->vals[i])->end);
+                ++live;
+            } else {
+                live += check_node(n->vals[i], level - 1, child_last);
+                EXPECT_EQ(n->keys[i], child_last) << "node " << idx;
+            }
+        }
+        for (i = n->count; i <= UCS_RANGE_INDEX_FANOUT; ++i) {
+            EXPECT_EQ(~(ucs_pgt_addr_t)0, n->keys[i]);
+        }
+        last = prev;
+        return live;
+    }
+
+    void check_structure() const
+    {
+        ucs_pgt_addr_t last;
+        if (m_index.height == 0) {
+            EXPECT_EQ(0u, m_index.count);
+            return;
+        }
+        EXPECT_EQ(m_index.count,
+                  check_node(m_index.root, m_index.height - 1, last));
+    }
+
     /* walk in address order against the reference */
     void check(const std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> &ref)
     {
         ucs_range_index_iter_t iter;
+        check_structure();
         ASSERT_EQ(ref.size(), m_index.count);
         ucs_pgt_region_t *r = ucs_range_index_lower(&m_index, 0, &iter);
         for (auto &kv : ref) {
@@ -147,6 +202,53 @@ TEST_F(range_index, sliding_window_hinted)
         }
     }
     check(ref);
+}
+
+/* the same window sliding down: entries removed from the top of leaves,
+ * added at the front, where the slots the window left behind are reused;
+ * then the other way round over the same slots */
+TEST_F(range_index, sliding_window_both_ways)
+{
+    std::vector<ucs_pgt_region_t> slots(6000);
+    std::vector<uint32_t> leaf(slots.size());
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    const size_t window = 700;
+    for (size_t i = 0; i < slots.size(); ++i) {
+        slots[i].start = 0x1000 + i * 0x2000;
+        slots[i].end   = slots[i].start + 0x1000;
+    }
+    for (int pass = 0; pass < 4; ++pass) {
+        bool down = (pass % 2) == 0;
+        for (size_t k = 0; k < slots.size() + window; ++k) {
+            if (k < slots.size()) {
+                size_t i = down ? slots.size() - 1 - k : k;
+                reserve();
+                leaf[i]             = ucs_range_index_insert(&m_index, &slots[i]);
+                ref[slots[i].start] = &slots[i];
+                ASSERT_EQ(&slots[i], ucs_range_index_find(&m_index,
+                                                          slots[i].start));
+            }
+            if (k >= window) {
+                size_t o = down ? slots.size() - 1 - (k - window) : k - window;
+                ASSERT_EQ(1, ucs_range_index_remove_hinted(&m_index, &slots[o],
+                                                           leaf[o]));
+                ASSERT_EQ(0, ucs_range_index_remove_hinted(&m_index, &slots[o],
+                                                           leaf[o]));
+                ASSERT_EQ(nullptr, ucs_range_index_find(&m_index,
+                                                        slots[o].start));
+                ucs_pgt_region_t *racy =
+                        ucs_range_index_find_racy(&m_index, slots[o].start);
+                ASSERT_TRUE((racy == nullptr) ||
+                            (racy->start > slots[o].start));
+                ref.erase(slots[o].start);
+            }
+            if (k % 331 == 0) {
+                check(ref);
+            }
+        }
+        check(ref);
+        EXPECT_EQ(0u, m_index.height);
+    }
 }
 
 void range_index::random_ops(size_t nslots, int nops, unsigned seed,
