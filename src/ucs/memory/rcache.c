@@ -285,6 +285,13 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
     region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
                                                              start);
+    if ((region != NULL) &&
+        (ucs_rcache_region_hdr(rcache, region)->start > start)) {
+        /* the first range ending above start begins after it: a miss
+         * (read without a reference: a changed range only sends the
+         * request to the locked lookup), no reference taken and put */
+        return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
+    }
     switch (ucs_rcache_candidate_take(rcache, region, start, end, prot)) {
     case UCS_RCACHE_CANDIDATE_HELD:
         break;
