@@ -142,8 +142,7 @@ static unsigned ucs_range_index_compact(ucs_range_index_node_t *node)
 {
     unsigned gone = 0, i;
 
-    while ((gone < node->count) &&
-           (node->keys[gone] == UCS_RANGE_INDEX_GONE)) {
+    while ((gone < node->count) && (node->keys[gone] == UCS_RANGE_INDEX_GONE)) {
         ++gone;
     }
     if (gone == 0) {
@@ -240,7 +239,7 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
             slot = ucs_range_index_node_lower(node, key);
         }
         if (ucs_range_index_full(
-                    ucs_range_index_node(index, node->vals[slot]))) {
+                ucs_range_index_node(index, node->vals[slot]))) {
             ucs_range_index_split(index, node, slot, key);
             if (key > node->keys[slot]) {
                 ++slot;

@@ -128,7 +128,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    pthread_mutex_init(&rcache->reg_lock, NULL);
+    rcache->reg_lock = 0;
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->pending);
@@ -184,7 +184,6 @@ err_fork:
     ucs_rcache_fork_unregister(rcache);
 err_free:
     ucs_rcache_hints_free(rcache);
-    pthread_mutex_destroy(&rcache->reg_lock);
     free(rcache);
 err:
     return status;
@@ -214,7 +213,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_cleanup_stop(rcache);
 
     ucs_list_head_init(&dead);
-    pthread_mutex_lock(&rcache->reg_lock);
+    ucs_rcache_reg_lock(rcache);
     ucs_rcache_lock(rcache);
     ucs_rcache_leases_drop_all_locked(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
@@ -223,7 +222,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     rcache->live_regions -= rcache->spare_count;
     rcache->spare_count   = 0;
     ucs_rcache_unlock(rcache);
-    pthread_mutex_unlock(&rcache->reg_lock);
+    ucs_rcache_reg_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 
     ucs_rcache_lock(rcache);
@@ -236,7 +235,6 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     }
     ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
-    pthread_mutex_destroy(&rcache->reg_lock);
     ucs_rcache_hints_free(rcache);
     free(rcache);
     return UCS_OK;

@@ -27,7 +27,7 @@ static void ucs_rcache_fork_prepare(void)
 
     pthread_mutex_lock(&ucs_rcache_fork_lock);
     ucs_rcache_fork_for_each(rcache) {
-        pthread_mutex_lock(&rcache->reg_lock);
+        ucs_rcache_reg_lock(rcache);
         ucs_rcache_lock(rcache);
         if (rcache->purge_on_fork) {
             ucs_rcache_tombstone_all_locked(rcache);
@@ -41,7 +41,7 @@ static void ucs_rcache_fork_parent(void)
 
     ucs_rcache_fork_for_each(rcache) {
         ucs_rcache_unlock(rcache);
-        pthread_mutex_unlock(&rcache->reg_lock);
+        ucs_rcache_reg_unlock(rcache);
     }
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
 }
@@ -53,7 +53,7 @@ static void ucs_rcache_fork_child(void)
     ucs_rcache_fork_for_each(rcache) {
         rcache->lock           = 0; /* held by the parent's forking thread */
         rcache->deferred.count = 0;
-        pthread_mutex_init(&rcache->reg_lock, NULL);
+        rcache->reg_lock = 0;
         rcache->fork_gen++;
         rcache->inflight.active = 0;
         rcache->maps.count      = 0;

@@ -431,7 +431,7 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_status_t status;
 
     ucs_list_head_init(&dead);
-    pthread_mutex_lock(&rcache->reg_lock);
+    ucs_rcache_reg_lock(rcache);
     if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
         /* said why; the next operations purge instead */
         rcache->max_unreleased = SIZE_MAX;
@@ -441,7 +441,7 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     /* evicted and purged regions: mem_dereg here (reg_lock is not one the
      * hooks or lookups take), reused by the next miss without the lock */
     ucs_rcache_regions_recycle(rcache, &dead);
-    pthread_mutex_unlock(&rcache->reg_lock);
+    ucs_rcache_reg_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
     return status;
 }

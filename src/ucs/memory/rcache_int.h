@@ -9,8 +9,9 @@
  *    the thread that holds it: it then records the range (deferred) and the
  *    owner applies it before unlocking; lock-free hits see deferred ranges
  *    and take the locked path meanwhile.
- *  - reg_lock (mutex): serializes the registration path (misses); user ops
- *    may run under it; neither lookups nor the unmap handler take it.
+ *  - reg_lock (a futex word, rcache_lock.c): serializes the registration
+ *    path (misses); user ops may run under it, waiters sleep; neither
+ *    lookups nor the unmap handler take it.
  *  - refcount: atomic; the index holds one reference.
  *  - leases (rcache_slot.c, biased reference counting): a thread that hits
  *    the same region twice in a row leases it: UCS_RCACHE_LEASE_BIAS is
@@ -164,7 +165,8 @@ struct ucs_rcache {
         }               ranges[UCS_RCACHE_DEFERRED];
     } deferred;                      /* unmaps seen by the lock owner's own
                                         signal handlers, see rcache_lock.c */
-    pthread_mutex_t     reg_lock;
+    uint32_t            reg_lock;    /* 0 free, 1 held, 2 held and
+                                        waited for (rcache_lock.c) */
     ucs_range_index_t   index;       /* valid regions and tombstones */
     ucs_list_link_t     lru;         /* valid regions, least recent first */
     ucs_list_link_t     pending;     /* tombstones still in the index */
@@ -357,6 +359,10 @@ void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache);
 /* rcache_lock.c */
 void ucs_rcache_lock(ucs_rcache_t *rcache);
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
+/* reg_lock: the registration path's mutex (not for hook context: it
+ * sleeps).  Fork handlers take it in prepare; a child starts it free. */
+void ucs_rcache_reg_lock(ucs_rcache_t *rcache);
+void ucs_rcache_reg_unlock(ucs_rcache_t *rcache);
 /* Hook context: take the lock, or (owner interrupted) defer the range.
  * Returns 1 if the lock is now held. */
 int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,

@@ -220,3 +220,90 @@ TEST_F(rcache_stress, churn_never_returns_stale_region)
            (unsigned long)s.evictions);
     EXPECT_EQ(0u, stale);
 }
+
+namespace {
+
+/* mem_reg of the serialization test: fails the test if another thread is
+ * inside mem_reg or mem_dereg of the same cache meanwhile */
+struct serial_ops_state {
+    std::atomic<int>      inside{0};
+    std::atomic<unsigned> overlaps{0};
+    std::atomic<unsigned> regs{0};
+    std::atomic<unsigned> deregs{0};
+};
+
+void serial_enter(serial_ops_state *st)
+{
+    if (st->inside.fetch_add(1) != 0) {
+        st->overlaps++;
+    }
+    for (int i = 0; i < 3; ++i) {
+        sched_yield(); /* let the other threads pile up on reg_lock */
+    }
+    st->inside--;
+}
+
+ucs_status_t serial_mem_reg(void *context, ucs_rcache_t *, void *,
+                            ucs_rcache_region_t *, uint16_t)
+{
+    serial_ops_state *st = static_cast<serial_ops_state*>(context);
+    serial_enter(st);
+    st->regs++;
+    return UCS_OK;
+}
+
+void serial_mem_dereg(void *context, ucs_rcache_t *, ucs_rcache_region_t *)
+{
+    serial_ops_state *st = static_cast<serial_ops_state*>(context);
+    serial_enter(st);
+    st->deregs++;
+}
+
+} // namespace
+
+/* Misses of several threads at once, with evictions: the registration path
+ * lets one thread at a time into the user's ops (the others sleep on its
+ * lock and are all woken in turn), and every miss completes. */
+TEST_F(rcache_stress, registration_path_serialized)
+{
+    static const ucs_rcache_ops_t ops = {serial_mem_reg, serial_mem_dereg,
+                                         nullptr};
+    serial_ops_state st;
+    ucs_rcache_params_t params = default_params();
+    params.ops         = &ops;
+    params.context     = &st;
+    params.max_regions = 64; /* misses evict, deregistering under it too */
+    ASSERT_EQ(UCS_OK, create(&params));
+
+    const unsigned nthreads = 4, npages = 512;
+    const unsigned rounds   = on_valgrind() ? 1 : 4;
+    char *buf               = (char*)map(npages);
+    std::atomic<unsigned> failures{0};
+    std::vector<std::thread> threads;
+
+    for (unsigned t = 0; t < nthreads; ++t) {
+        threads.emplace_back([&, t]() {
+            for (unsigned r = 0; r < rounds; ++r) {
+                for (unsigned p = t; p < npages; p += nthreads) {
+                    ucs_rcache_region_t *region;
+                    if (ucs_rcache_get(m_rcache, buf + p * page_size, 64,
+                                       PROT_READ | PROT_WRITE, nullptr,
+                                       &region) != UCS_OK) {
+                        failures++;
+                        continue;
+                    }
+                    ucs_rcache_region_put(m_rcache, region);
+                }
+            }
+        });
+    }
+    for (auto &th : threads) {
+        th.join();
+    }
+    EXPECT_EQ(0u, failures.load());
+    EXPECT_EQ(0u, st.overlaps.load()) << "user ops ran concurrently";
+    EXPECT_GE(st.regs.load(), nthreads * rounds * (npages / nthreads) / 2);
+    destroy();
+    EXPECT_EQ(st.regs.load(), st.deregs.load());
+    munmap(buf, npages * page_size);
+}
