@@ -47,17 +47,10 @@ static void *ucs_rcache_cleanup_thread(void *arg)
     return NULL;
 }
 
-ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
+ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache)
 {
     int efd, ret;
 
-    if (rcache->max_unreleased == SIZE_MAX) {
-        return UCS_OK; /* no limit, no thread */
-    }
-    if (rcache->cleanup.running &&
-        (rcache->cleanup.fork_gen == rcache->fork_gen)) {
-        return UCS_OK;
-    }
     if (rcache->cleanup.running) {
         /* forked child: the parent's thread is not here; its eventfd is
          * shared with the parent */

@@ -253,7 +253,8 @@ ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
 /* Record / verify region's frames (rcache->hot.check_pfn pages); no lock held. */
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
-void ucs_rcache_pfn_release(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
+/* Free what ucs_rcache_pfn_record() kept (see ucs_rcache_pfn_release). */
+void ucs_rcache_pfn_free(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 
 /* rcache_region.c (all "_locked" functions need rcache->lock) */
 void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
@@ -261,8 +262,10 @@ void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
 /* Tombstone every region of the index. */
 void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache);
 /* Remove tombstones from the index; regions that lost their last reference
- * go to dead (tmp_list). */
-void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead);
+ * go to dead (tmp_list).  ucs_rcache_purge_locked() (below) skips the call
+ * when there are none. */
+void ucs_rcache_purge_pending_locked(ucs_rcache_t *rcache,
+                                     ucs_list_link_t *dead);
 /* Remove a valid region from the index (merge or eviction). */
 void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
                                    ucs_rcache_region_t *region,
@@ -270,8 +273,10 @@ void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
 /* Evict unused regions (LRU first) until within limits; all if force. */
 void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
                              ucs_list_link_t *dead);
-/* Deregister and free every region of dead (no lock held). */
-void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead);
+/* Deregister and free every region of dead, not empty (no lock held);
+ * ucs_rcache_regions_release() (below) takes any. */
+void ucs_rcache_regions_release_all(ucs_rcache_t *rcache,
+                                    ucs_list_link_t *dead);
 /* Same from the registration path (reg_lock held, not the lock): the
  * regions go to spare, without the lock; those with invalidation callbacks
  * stay in dead, for ucs_rcache_regions_release() once reg_lock is let go. */
@@ -323,7 +328,7 @@ void *ucs_rcache_huge_alloc(size_t size);
 
 /* rcache_cleanup.c: start (registration path, reg_lock held; again in a
  * forked child), wake (hook context: one write), stop (destroy). */
-ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache);
+ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 
@@ -332,8 +337,8 @@ void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
  * its pages are unmapped: nothing to undo at release).  Registration path,
  * no spinlock held. */
 ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache);
-void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
-                               ucs_rcache_region_t *region);
+void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
+                                      ucs_rcache_region_t *region);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
@@ -381,6 +386,53 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
 {
     return region->super.end - region->super.start;
+}
+
+/* The calls of the miss path that usually have nothing to do, with that
+ * test inline (the work stays out of line in the files named above). */
+static inline void ucs_rcache_purge_locked(ucs_rcache_t *rcache,
+                                           ucs_list_link_t *dead)
+{
+    if (rcache->pending_count != 0) {
+        ucs_rcache_purge_pending_locked(rcache, dead);
+    }
+}
+
+static inline void ucs_rcache_regions_release(ucs_rcache_t *rcache,
+                                              ucs_list_link_t *dead)
+{
+    if (!ucs_list_is_empty(dead)) {
+        ucs_rcache_regions_release_all(rcache, dead);
+    }
+}
+
+/* Frames recorded by CHECK_PFN (region out of use). */
+static inline void ucs_rcache_pfn_release(ucs_rcache_t *rcache,
+                                          ucs_rcache_region_t *region)
+{
+    if (ucs_rcache_region_hdr(rcache, region)->npfn != 0) {
+        ucs_rcache_pfn_free(rcache, region);
+    }
+}
+
+/* The cleanup thread, when MAX_UNRELEASED asks for one and this process
+ * has none running yet (registration path, reg_lock held). */
+static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
+{
+    if ((rcache->max_unreleased == SIZE_MAX) ||
+        (rcache->cleanup.running &&
+         (rcache->cleanup.fork_gen == rcache->fork_gen))) {
+        return UCS_OK;
+    }
+    return ucs_rcache_cleanup_launch(rcache);
+}
+
+static inline void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
+                                             ucs_rcache_region_t *region)
+{
+    if (rcache->uffd) {
+        ucs_rcache_uffd_subscribe_region(rcache, region);
+    }
 }
 
 #endif

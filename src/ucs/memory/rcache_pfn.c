@@ -118,7 +118,7 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     }
 }
 
-void ucs_rcache_pfn_release(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+void ucs_rcache_pfn_free(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
     ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
 

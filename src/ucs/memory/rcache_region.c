@@ -55,14 +55,12 @@ void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
     }
 }
 
-void ucs_rcache_purge_locked(ucs_rcache_t *rcache, ucs_list_link_t *dead)
+void ucs_rcache_purge_pending_locked(ucs_rcache_t *rcache,
+                                     ucs_list_link_t *dead)
 {
     ucs_list_link_t *link, *next;
     ucs_rcache_region_t *region;
 
-    if (rcache->pending_count == 0) {
-        return;
-    }
     for (link = rcache->pending.next; link != &rcache->pending; link = next) {
         next   = link->next;
         region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
@@ -186,14 +184,12 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     ucs_rcache_unlock(rcache);
 }
 
-void ucs_rcache_regions_release(ucs_rcache_t *rcache, ucs_list_link_t *dead)
+void ucs_rcache_regions_release_all(ucs_rcache_t *rcache,
+                                    ucs_list_link_t *dead)
 {
     unsigned long count = 0, deregs = 0;
     ucs_list_link_t *link;
 
-    if (ucs_list_is_empty(dead)) {
-        return;
-    }
     for (link = dead->next; link != dead; link = link->next) {
         deregs += ucs_rcache_region_finish(
                 rcache, ucs_container_of(link, ucs_rcache_region_t, tmp_list));

@@ -29,8 +29,8 @@ ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache)
     return UCS_OK;
 }
 
-void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
-                               ucs_rcache_region_t *region)
+void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
+                                      ucs_rcache_region_t *region)
 {
     uint64_t token;
 
@@ -38,8 +38,6 @@ void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
      * no ucm_uffd_unsubscribe() at release: it would only lower a span's
      * count (the pages stay registered until they are unmapped, see
      * ucm_ext.h), for a lock on every release */
-    if (rcache->uffd) {
-        (void)ucm_uffd_subscribe((void*)region->super.start,
-                                 ucs_rcache_region_size(region), &token);
-    }
+    (void)ucm_uffd_subscribe((void*)region->super.start,
+                             ucs_rcache_region_size(region), &token);
 }
