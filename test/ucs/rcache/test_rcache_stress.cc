@@ -223,8 +223,9 @@ TEST_F(rcache_stress, churn_never_returns_stale_region)
 
 namespace {
 
-/* mem_reg of the serialization test: fails the test if another thread is
- * inside mem_reg or mem_dereg of the same cache meanwhile */
+/* ops of the serialization test: mem_reg counts the times another thread
+ * was inside mem_reg meanwhile (mem_dereg may run outside the registration
+ * path: a put of the last reference to an evicted region) */
 struct serial_ops_state {
     std::atomic<int>      inside{0};
     std::atomic<unsigned> overlaps{0};
@@ -232,8 +233,10 @@ struct serial_ops_state {
     std::atomic<unsigned> deregs{0};
 };
 
-void serial_enter(serial_ops_state *st)
+ucs_status_t serial_mem_reg(void *context, ucs_rcache_t *, void *,
+                            ucs_rcache_region_t *, uint16_t)
 {
+    serial_ops_state *st = static_cast<serial_ops_state*>(context);
     if (st->inside.fetch_add(1) != 0) {
         st->overlaps++;
     }
@@ -241,29 +244,20 @@ void serial_enter(serial_ops_state *st)
         sched_yield(); /* let the other threads pile up on reg_lock */
     }
     st->inside--;
-}
-
-ucs_status_t serial_mem_reg(void *context, ucs_rcache_t *, void *,
-                            ucs_rcache_region_t *, uint16_t)
-{
-    serial_ops_state *st = static_cast<serial_ops_state*>(context);
-    serial_enter(st);
     st->regs++;
     return UCS_OK;
 }
 
 void serial_mem_dereg(void *context, ucs_rcache_t *, ucs_rcache_region_t *)
 {
-    serial_ops_state *st = static_cast<serial_ops_state*>(context);
-    serial_enter(st);
-    st->deregs++;
+    static_cast<serial_ops_state*>(context)->deregs++;
 }
 
 } // namespace
 
 /* Misses of several threads at once, with evictions: the registration path
- * lets one thread at a time into the user's ops (the others sleep on its
- * lock and are all woken in turn), and every miss completes. */
+ * lets one thread at a time into mem_reg (the others sleep on its lock and
+ * are all woken in turn), and every miss completes. */
 TEST_F(rcache_stress, registration_path_serialized)
 {
     static const ucs_rcache_ops_t ops = {serial_mem_reg, serial_mem_dereg,
@@ -275,7 +269,7 @@ TEST_F(rcache_stress, registration_path_serialized)
     params.max_regions = 64; /* misses evict, deregistering under it too */
     ASSERT_EQ(UCS_OK, create(&params));
 
-    const unsigned nthreads = 4, npages = 512;
+    const unsigned nthreads = 4, npages = 512; /* every second page used */
     const unsigned rounds   = on_valgrind() ? 1 : 4;
     char *buf               = (char*)map(npages);
     std::atomic<unsigned> failures{0};
@@ -284,7 +278,7 @@ TEST_F(rcache_stress, registration_path_serialized)
     for (unsigned t = 0; t < nthreads; ++t) {
         threads.emplace_back([&, t]() {
             for (unsigned r = 0; r < rounds; ++r) {
-                for (unsigned p = t; p < npages; p += nthreads) {
+                for (unsigned p = 2 * t; p < npages; p += 2 * nthreads) {
                     ucs_rcache_region_t *region;
                     if (ucs_rcache_get(m_rcache, buf + p * page_size, 64,
                                        PROT_READ | PROT_WRITE, nullptr,
@@ -301,8 +295,10 @@ TEST_F(rcache_stress, registration_path_serialized)
         th.join();
     }
     EXPECT_EQ(0u, failures.load());
-    EXPECT_EQ(0u, st.overlaps.load()) << "user ops ran concurrently";
-    EXPECT_GE(st.regs.load(), nthreads * rounds * (npages / nthreads) / 2);
+    EXPECT_EQ(0u, st.overlaps.load()) << "mem_reg ran concurrently";
+    /* regions of two pages apart never merge: with 64 of 256 cached, most
+     * gets register */
+    EXPECT_GE(st.regs.load(), rounds * npages / 4);
     destroy();
     EXPECT_EQ(st.regs.load(), st.deregs.load());
     munmap(buf, npages * page_size);
