@@ -120,6 +120,17 @@ ucs_status_t ucm_uffd_start(int *active_p);
  * since, takes the lock (nor is counted in the span's count). */
 ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p);
 
+/* The same, and on success [*span_start_p, *span_end_p): the registered
+ * span the range lies in.  Its pages stay reported until they are unmapped
+ * and every unmap of a part of it is dispatched as VM_UNMAPPED, so a
+ * caller that has handled no VM_UNMAPPED intersecting the span since the
+ * call may take ranges inside it as reported without calling again (such
+ * ranges have no token and are not counted in the span). */
+ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len,
+                                     uint64_t *token_p,
+                                     uintptr_t *span_start_p,
+                                     uintptr_t *span_end_p);
+
 /* Drop one subscription (same range, its token).  The pages stay
  * registered (idle) until they are unmapped: their unmaps keep costing a
  * monitor round trip and are still reported, and a new subscription there

@@ -668,7 +668,8 @@ static void ucm_uffd_memo_set_locked(uintptr_t start, uintptr_t end,
  * its token without the lock (a later cut reports the unmap after this,
  * as for a subscription made under the lock just before it). */
 static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end,
-                              uint64_t *token_p)
+                              uint64_t *token_p, uintptr_t *span_start_p,
+                              uintptr_t *span_end_p)
 {
     unsigned long seq = __atomic_load_n(&ucm_uffd_memo.seq, __ATOMIC_ACQUIRE);
     uintptr_t s, e;
@@ -692,22 +693,28 @@ static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end,
         return 0;
     }
     ucm_uffd_stat_add(dedups);
-    *token_p = token;
+    *token_p      = token;
+    *span_start_p = s;
+    *span_end_p   = e;
     return 1;
 }
 
-ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
+ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len,
+                                     uint64_t *token_p,
+                                     uintptr_t *span_start_p,
+                                     uintptr_t *span_end_p)
 {
     unsigned long count = 1;
     ucm_uffd_span_t *span;
     uintptr_t start, end, s, e;
     ucs_status_t status;
 
-    if ((len == 0) || (token_p == NULL)) {
+    if ((len == 0) || (token_p == NULL) || (span_start_p == NULL) ||
+        (span_end_p == NULL)) {
         return UCS_ERR_INVALID_PARAM;
     }
     ucm_uffd_page_align(addr, len, &start, &end);
-    if (ucm_uffd_memo_find(start, end, token_p)) {
+    if (ucm_uffd_memo_find(start, end, token_p, span_start_p, span_end_p)) {
         return UCS_OK;
     }
 
@@ -727,9 +734,11 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     if ((span != NULL) && (span->end >= end)) {
         ++span->count; /* already registered: no system call */
         ucm_uffd_stat_add(dedups);
-        *token_p = span->seq;
+        *token_p      = span->seq;
+        *span_start_p = span->start;
+        *span_end_p   = span->end;
         ucm_uffd_memo_set_locked(span->start, span->end, span->seq);
-        status   = UCS_OK;
+        status = UCS_OK;
         goto out;
     }
     status = ucm_uffd_table_reserve(UCM_UFFD_SPARE_NODES);
@@ -740,13 +749,16 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     if (status != UCS_OK) {
         goto out;
     }
-    /* one new span for the union with the spans it overlaps; their
-     * subscribers' tokens no longer match, so their counts stay here
-     * (registered until unmapped: a cost, never a missed event) */
+    /* one new span for the union with the spans it overlaps or touches
+     * (neighbouring subscriptions make one span: later ones inside it cost
+     * no lock, see ucm_uffd_memo_find); their subscribers' tokens no longer
+     * match, so their counts stay here (registered until unmapped: a cost,
+     * never a missed event) */
     s = start;
     e = end;
-    while (((span = ucm_uffd_table_first_after(start)) != NULL) &&
-           (span->start < end)) {
+    while (((span = ucm_uffd_table_first_after(start ? start - 1 : 0)) !=
+             NULL) &&
+           (span->start <= end)) {
         s = (span->start < s) ? span->start : s;
         e = (span->end > e) ? span->end : e;
         count += span->count;
@@ -755,11 +767,21 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
     *token_p = ++ucm_uffd_seq;
     status   = ucm_uffd_table_add(s, e, count, *token_p); /* reserved */
     if (status == UCS_OK) {
+        *span_start_p = s;
+        *span_end_p   = e;
         ucm_uffd_memo_set_locked(s, e, *token_p);
     }
 out:
     pthread_mutex_unlock(&ucm_uffd_lock);
     return status;
+}
+
+ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
+{
+    uintptr_t span_start, span_end;
+
+    return ucm_uffd_subscribe_span(addr, len, token_p, &span_start,
+                                   &span_end);
 }
 
 void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token)

@@ -352,6 +352,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         nregions = rcache->num_regions + 1;
         recycled = ucs_rcache_pool_pop_locked(rcache);
         ucs_rcache_inflight_set_locked(rcache, &span);
+        ucs_rcache_uffd_span_check_locked(rcache, span.start, span.end);
         ucs_rcache_unlock(rcache);
 
         if (!prot_ok &&
@@ -395,6 +396,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
         rcache->stats.regs++;
+        ucs_rcache_uffd_span_update_locked(rcache);
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);

@@ -210,6 +210,16 @@ struct ucs_rcache {
     int                 dontfork;    /* mark registered pages MADV_DONTFORK */
     int                 events;      /* registered ucm events */
     int                 uffd;        /* subscribe regions (rcache_uffd.c) */
+    struct {
+        ucs_pgt_addr_t  start, end;  /* (lock) a span reported as a whole:
+                                        no unmap in it since; 0, 0: none */
+        unsigned long   unmaps;      /* (lock) unmaps handled, ever */
+        /* the registration path's own (reg_lock): */
+        int             known;       /* this registration is inside it */
+        int             fresh;       /* a subscription gave new_* */
+        unsigned long   new_unmaps;  /* unmaps when this one started */
+        ucs_pgt_addr_t  new_start, new_end;
+    } uffd_span;                     /* see rcache_uffd.c */
     ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
     ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
     ucs_list_link_t     pool;        /* free regions (tmp_list) */
@@ -339,6 +349,13 @@ void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache);
 void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
                                       ucs_rcache_region_t *region);
+/* The span known reported (rcache_uffd.c), lock held: forget it at an
+ * unmap that touches it (below: look it up at the start of a registration,
+ * remember what its subscription gave at the end). */
+void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
+                                        ucs_pgt_addr_t start,
+                                        ucs_pgt_addr_t end);
+void ucs_rcache_uffd_span_update(ucs_rcache_t *rcache);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
@@ -427,10 +444,32 @@ static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
     return ucs_rcache_cleanup_launch(rcache);
 }
 
+/* A registration of [start, end) starts (lock held): is it inside the span
+ * known reported? */
+static inline void ucs_rcache_uffd_span_check_locked(ucs_rcache_t *rcache,
+                                                     ucs_pgt_addr_t start,
+                                                     ucs_pgt_addr_t end)
+{
+    rcache->uffd_span.known      = (start >= rcache->uffd_span.start) &&
+                                   (end <= rcache->uffd_span.end);
+    rcache->uffd_span.fresh      = 0; /* from a registration that failed */
+    rcache->uffd_span.new_unmaps = rcache->uffd_span.unmaps;
+}
+
+/* It ends (lock held): the span its subscription gave, if any. */
+static inline void ucs_rcache_uffd_span_update_locked(ucs_rcache_t *rcache)
+{
+    if (rcache->uffd_span.fresh) {
+        ucs_rcache_uffd_span_update(rcache);
+    }
+}
+
+/* Subscribe a region about to be registered, unless it lies in the span
+ * known reported (ucs_rcache_uffd_span_check_locked()). */
 static inline void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
                                              ucs_rcache_region_t *region)
 {
-    if (rcache->uffd) {
+    if (rcache->uffd && !rcache->uffd_span.known) {
         ucs_rcache_uffd_subscribe_region(rcache, region);
     }
 }

@@ -5,6 +5,15 @@
  * system calls, the dynamic loader, static code) invalidate it too:
  * libucm's monitor turns them into VM_UNMAPPED, which ucs_rcache_event_cb
  * handles like any other.
+ *
+ * The span a subscription lands in (libucm registers whole spans) stays
+ * reported until a part of it is unmapped, and every such unmap reaches
+ * ucs_rcache_unmap_range_locked(): the cache remembers the last span and
+ * registers regions inside it without calling libucm (a call per miss
+ * otherwise, ~20 ns); any unmap that touches the span forgets it.  A span
+ * is remembered only if no unmap at all was handled between the start of
+ * the registration that subscribed and its end (the span libucm returned
+ * may already have been cut by then).
  */
 #include "rcache_int.h"
 
@@ -32,12 +41,39 @@ ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache)
 void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
                                       ucs_rcache_region_t *region)
 {
+    uintptr_t start, end;
     uint64_t token;
 
     /* a refusal (file-backed, another owner) leaves the hooks in charge;
      * no ucm_uffd_unsubscribe() at release: it would only lower a span's
      * count (the pages stay registered until they are unmapped, see
      * ucm_ext.h), for a lock on every release */
-    (void)ucm_uffd_subscribe((void*)region->super.start,
-                             ucs_rcache_region_size(region), &token);
+    if (ucm_uffd_subscribe_span((void*)region->super.start,
+                                ucs_rcache_region_size(region), &token,
+                                &start, &end) == UCS_OK) {
+        rcache->uffd_span.fresh     = 1;
+        rcache->uffd_span.new_start = start;
+        rcache->uffd_span.new_end   = end;
+    }
+}
+
+/* ucs_rcache_uffd_span_update_locked() with a span to remember */
+void ucs_rcache_uffd_span_update(ucs_rcache_t *rcache)
+{
+    if (rcache->uffd_span.new_unmaps == rcache->uffd_span.unmaps) {
+        rcache->uffd_span.start = rcache->uffd_span.new_start;
+        rcache->uffd_span.end   = rcache->uffd_span.new_end;
+    }
+    rcache->uffd_span.fresh = 0;
+}
+
+void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
+                                        ucs_pgt_addr_t start,
+                                        ucs_pgt_addr_t end)
+{
+    ++rcache->uffd_span.unmaps;
+    if ((start < rcache->uffd_span.end) && (end > rcache->uffd_span.start)) {
+        rcache->uffd_span.start = 0;
+        rcache->uffd_span.end   = 0;
+    }
 }

@@ -296,9 +296,9 @@ TEST_F(rcache_stress, registration_path_serialized)
     }
     EXPECT_EQ(0u, failures.load());
     EXPECT_EQ(0u, st.overlaps.load()) << "mem_reg ran concurrently";
-    /* regions of two pages apart never merge: with 64 of 256 cached, most
-     * gets register */
-    EXPECT_GE(st.regs.load(), rounds * npages / 4);
+    /* regions two pages apart never merge: every page used registers at
+     * least once (more when the threads interleave: 64 of 256 cached) */
+    EXPECT_GE(st.regs.load(), npages / 2);
     destroy();
     EXPECT_EQ(st.regs.load(), st.deregs.load());
     munmap(buf, npages * page_size);
