@@ -74,9 +74,9 @@ void ucs_rcache_purge_pending_locked(ucs_rcache_t *rcache,
     ucs_rcache_atomic_store(&rcache->pending_count, 0);
 }
 
-void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
-                                   ucs_rcache_region_t *region,
-                                   ucs_list_link_t *dead)
+static UCS_F_ALWAYS_INLINE void
+ucs_rcache_region_drop_inline(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                              ucs_list_link_t *dead)
 {
     ucs_rcache_index_remove_locked(rcache, region);
     ucs_rcache_lru_remove_locked(region);
@@ -84,6 +84,13 @@ void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
     rcache->num_regions--;
     rcache->total_size -= ucs_rcache_region_size(region);
     ucs_rcache_unref_locked(region, dead);
+}
+
+void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
+                                   ucs_rcache_region_t *region,
+                                   ucs_list_link_t *dead)
+{
+    ucs_rcache_region_drop_inline(rcache, region, dead);
 }
 
 static int ucs_rcache_over_limits(ucs_rcache_t *rcache)
@@ -118,7 +125,7 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
             ucs_list_add_tail(&rcache->lru, &region->lru_list);
             continue;
         }
-        ucs_rcache_region_drop_locked(rcache, region, dead);
+        ucs_rcache_region_drop_inline(rcache, region, dead);
         rcache->stats.evictions++;
     }
     if (!force && (rcache->num_regions >= rcache->max_regions) &&
@@ -133,7 +140,7 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
 
 /* Everything of a release but the return to the pool; 1 if it called
  * mem_dereg (counted by the caller under the lock). */
-static int ucs_rcache_region_finish(ucs_rcache_t *rcache,
+static UCS_F_ALWAYS_INLINE int ucs_rcache_region_finish(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region)
 {
     ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
