@@ -15,6 +15,17 @@ protected:
     ucs_range_index_t m_index;
 
     void SetUp() override { ucs_range_index_init(&m_index); }
+
+    /* n ranges of a page, a page apart */
+    static std::vector<ucs_pgt_region_t> spaced_slots(size_t n)
+    {
+        std::vector<ucs_pgt_region_t> slots(n);
+        for (size_t i = 0; i < n; ++i) {
+            slots[i].start = 0x1000 + i * 0x2000;
+            slots[i].end   = slots[i].start + 0x1000;
+        }
+        return slots;
+    }
     void TearDown() override { ucs_range_index_cleanup(&m_index); }
 
     /* hints: 0 plain removal, 1 the leaf insert returned (and the index
@@ -175,13 +186,11 @@ TEST_F(range_index, arbitrary_hints_against_map)
 /* the cache's eviction pattern: ascending insertions, oldest removed */
 TEST_F(range_index, sliding_window_hinted)
 {
-    std::vector<ucs_pgt_region_t> slots(20000);
+    std::vector<ucs_pgt_region_t> slots = spaced_slots(20000);
     std::vector<uint32_t> leaf(slots.size());
     std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
     const size_t window = 1000;
     for (size_t i = 0; i < slots.size(); ++i) {
-        slots[i].start = 0x1000 + i * 0x2000;
-        slots[i].end   = slots[i].start + 0x1000;
         reserve();
         leaf[i]             = ucs_range_index_insert(&m_index, &slots[i]);
         ref[slots[i].start] = &slots[i];
@@ -209,14 +218,10 @@ TEST_F(range_index, sliding_window_hinted)
  * then the other way round over the same slots */
 TEST_F(range_index, sliding_window_both_ways)
 {
-    std::vector<ucs_pgt_region_t> slots(6000);
+    std::vector<ucs_pgt_region_t> slots = spaced_slots(6000);
     std::vector<uint32_t> leaf(slots.size());
     std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
     const size_t window = 700;
-    for (size_t i = 0; i < slots.size(); ++i) {
-        slots[i].start = 0x1000 + i * 0x2000;
-        slots[i].end   = slots[i].start + 0x1000;
-    }
     for (int pass = 0; pass < 4; ++pass) {
         bool down = (pass % 2) == 0;
         for (size_t k = 0; k < slots.size() + window; ++k) {

@@ -74,6 +74,19 @@ class rcache_uffd : public rcache_fixture
 
     size_t m_grain = 0;
 
+    /* the page at p unmapped behind every hook, fresh pages there: a get
+     * must register them (the frame oracle fails on a stale hit) */
+    void page_registered_anew_after_raw_unmap(char *p)
+    {
+        unsigned regs_before = regs.load();
+        ASSERT_EQ(0, syscall(SYS_munmap, p, page_size));
+        remap_fresh(p, page_size);
+        test_region *r = get(p, page_size);
+        ASSERT_TRUE(r != nullptr);
+        EXPECT_EQ(regs_before + 1, regs.load()) << "stale hit";
+        put(r);
+    }
+
     /* register [buf, buf+len), put it, then let 'unmap' take the pages
      * away behind every hook, map fresh pages there (or, if the mapping
      * stays, write new frames into it) and get again: the fixture's oracle
@@ -189,13 +202,7 @@ TEST_F(rcache_uffd, region_inside_known_span)
     EXPECT_EQ(before.registers + 1, after.registers);
     EXPECT_EQ(before.dedups, after.dedups);
 
-    unsigned regs_before = regs.load();
-    ASSERT_EQ(0, syscall(SYS_munmap, buf + 2 * page_size, page_size));
-    remap_fresh(buf + 2 * page_size, page_size);
-    r = get(buf + 2 * page_size, page_size);
-    ASSERT_TRUE(r != nullptr);
-    EXPECT_EQ(regs_before + 1, regs.load()) << "stale hit";
-    put(r);
+    page_registered_anew_after_raw_unmap(buf + 2 * page_size);
     munmap(buf, 8 * page_size);
 }
 
@@ -222,13 +229,7 @@ TEST_F(rcache_uffd, unmap_in_known_span_forgets_it)
     ucm_uffd_query(&after);
     EXPECT_EQ(before.registers + 1, after.registers) << "not subscribed";
 
-    unsigned regs_before = regs.load();
-    ASSERT_EQ(0, syscall(SYS_munmap, buf + 5 * page_size, page_size));
-    remap_fresh(buf + 5 * page_size, page_size);
-    r = get(buf + 5 * page_size, page_size);
-    ASSERT_TRUE(r != nullptr);
-    EXPECT_EQ(regs_before + 1, regs.load()) << "stale hit";
-    put(r);
+    page_registered_anew_after_raw_unmap(buf + 5 * page_size);
     munmap(buf, 8 * page_size);
 }
 
