@@ -199,8 +199,11 @@ struct ucs_rcache {
         unsigned        count;       /* sorted by start */
         unsigned        last;        /* the entry that last covered a
                                         whole range (tried first) */
-        unsigned long   gen;         /* bumped by every unmap event */
     } maps;                          /* last /proc/self/maps snapshot */
+    unsigned long       unmaps;      /* unmap events handled (lock): what
+                                        was learnt of the mappings outside
+                                        the lock (maps, uffd_span) is kept
+                                        only if it did not change since */
     unsigned            fork_gen;
     ucs_rcache_params_t params;
     unsigned long       max_regions; /* effective limits */
@@ -213,7 +216,6 @@ struct ucs_rcache {
     struct {
         ucs_pgt_addr_t  start, end;  /* (lock) a span reported as a whole:
                                         no unmap in it since; 0, 0: none */
-        unsigned long   unmaps;      /* (lock) unmaps handled, ever */
         /* the registration path's own (reg_lock): */
         int             known;       /* this registration is inside it */
         int             fresh;       /* a subscription gave new_* */
@@ -355,7 +357,6 @@ void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
 void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
                                         ucs_pgt_addr_t start,
                                         ucs_pgt_addr_t end);
-void ucs_rcache_uffd_span_update(ucs_rcache_t *rcache);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
@@ -453,15 +454,19 @@ static inline void ucs_rcache_uffd_span_check_locked(ucs_rcache_t *rcache,
     rcache->uffd_span.known      = (start >= rcache->uffd_span.start) &&
                                    (end <= rcache->uffd_span.end);
     rcache->uffd_span.fresh      = 0; /* from a registration that failed */
-    rcache->uffd_span.new_unmaps = rcache->uffd_span.unmaps;
+    rcache->uffd_span.new_unmaps = rcache->unmaps;
 }
 
-/* It ends (lock held): the span its subscription gave, if any. */
+/* It ends (lock held): the span its subscription gave, if any, unless an
+ * unmap was handled meanwhile (the span may have been cut). */
 static inline void ucs_rcache_uffd_span_update_locked(ucs_rcache_t *rcache)
 {
-    if (rcache->uffd_span.fresh) {
-        ucs_rcache_uffd_span_update(rcache);
+    if (rcache->uffd_span.fresh &&
+        (rcache->uffd_span.new_unmaps == rcache->unmaps)) {
+        rcache->uffd_span.start = rcache->uffd_span.new_start;
+        rcache->uffd_span.end   = rcache->uffd_span.new_end;
     }
+    rcache->uffd_span.fresh = 0;
 }
 
 /* Subscribe a region about to be registered, unless it lies in the span

@@ -107,7 +107,6 @@ void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 {
     unsigned i;
 
-    ++rcache->maps.gen;
     for (i = 0; i < rcache->maps.count; ++i) {
         if ((rcache->maps.entries[i].start < end) &&
             (start < rcache->maps.entries[i].end)) {
@@ -120,7 +119,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                           ucs_pgt_addr_t end, int prot)
 {
     ucs_rcache_prot_walk_t walk;
-    unsigned long gen;
+    unsigned long unmaps;
     unsigned i;
     int hit;
 
@@ -128,7 +127,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
     ucs_rcache_lock(rcache);
     hit = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
-    gen = rcache->maps.gen;
+    unmaps = rcache->unmaps;
     ucs_rcache_unlock(rcache);
     if (hit) {
         return 1;
@@ -143,7 +142,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucm_parse_proc_self_maps(ucs_rcache_prot_walk_cb, &walk);
 
     ucs_rcache_lock(rcache);
-    if (rcache->maps.gen == gen) {
+    if (rcache->unmaps == unmaps) {
         /* no unmap since the read: the snapshot is current */
         for (i = 0; i < walk.count; ++i) {
             rcache->maps.entries[i].start = walk.entries[i].start;

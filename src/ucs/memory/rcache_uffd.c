@@ -57,21 +57,10 @@ void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
     }
 }
 
-/* ucs_rcache_uffd_span_update_locked() with a span to remember */
-void ucs_rcache_uffd_span_update(ucs_rcache_t *rcache)
-{
-    if (rcache->uffd_span.new_unmaps == rcache->uffd_span.unmaps) {
-        rcache->uffd_span.start = rcache->uffd_span.new_start;
-        rcache->uffd_span.end   = rcache->uffd_span.new_end;
-    }
-    rcache->uffd_span.fresh = 0;
-}
-
 void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
                                         ucs_pgt_addr_t start,
                                         ucs_pgt_addr_t end)
 {
-    ++rcache->uffd_span.unmaps;
     if ((start < rcache->uffd_span.end) && (end > rcache->uffd_span.start)) {
         rcache->uffd_span.start = 0;
         rcache->uffd_span.end   = 0;
