@@ -35,12 +35,6 @@ static void ucs_rcache_unmap_after(ucs_rcache_t *rcache, const void *addr)
     }
 }
 
-static int ucs_rcache_ranges_intersect(ucs_pgt_addr_t s1, ucs_pgt_addr_t e1,
-                                       ucs_pgt_addr_t s2, ucs_pgt_addr_t e2)
-{
-    return (s1 < e2) && (s2 < e1);
-}
-
 void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                    ucs_pgt_addr_t end)
 {

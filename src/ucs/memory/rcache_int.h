@@ -401,6 +401,15 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
 #pragma GCC visibility pop
 
+/* Do [s1, e1) and [s2, e2) share an address? */
+static inline int ucs_rcache_ranges_intersect(ucs_pgt_addr_t s1,
+                                              ucs_pgt_addr_t e1,
+                                              ucs_pgt_addr_t s2,
+                                              ucs_pgt_addr_t e2)
+{
+    return (s1 < e2) && (s2 < e1);
+}
+
 static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
 {
     return region->super.end - region->super.start;

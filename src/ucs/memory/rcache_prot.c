@@ -108,8 +108,9 @@ void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     unsigned i;
 
     for (i = 0; i < rcache->maps.count; ++i) {
-        if ((rcache->maps.entries[i].start < end) &&
-            (start < rcache->maps.entries[i].end)) {
+        if (ucs_rcache_ranges_intersect(rcache->maps.entries[i].start,
+                                        rcache->maps.entries[i].end, start,
+                                        end)) {
             rcache->maps.entries[i].end = 0;
         }
     }

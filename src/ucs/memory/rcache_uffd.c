@@ -61,7 +61,8 @@ void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
                                         ucs_pgt_addr_t start,
                                         ucs_pgt_addr_t end)
 {
-    if ((start < rcache->uffd_span.end) && (end > rcache->uffd_span.start)) {
+    if (ucs_rcache_ranges_intersect(start, end, rcache->uffd_span.start,
+                                    rcache->uffd_span.end)) {
         rcache->uffd_span.start = 0;
         rcache->uffd_span.end   = 0;
     }
