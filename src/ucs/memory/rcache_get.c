@@ -196,10 +196,9 @@ static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
 }
 
 /* mem_reg of span with the in-flight range published to the unmap handler. */
-static UCS_F_ALWAYS_INLINE ucs_status_t ucs_rcache_register(ucs_rcache_t *rcache,
-                                        ucs_rcache_region_t *region,
-                                        const ucs_rcache_span_t *span,
-                                        void *arg, uint16_t flags)
+static UCS_F_ALWAYS_INLINE ucs_status_t
+ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
+                    const ucs_rcache_span_t *span, void *arg, uint16_t flags)
 {
     ucs_status_t status;
 

@@ -140,8 +140,8 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
 
 /* Everything of a release but the return to the pool; 1 if it called
  * mem_dereg (counted by the caller under the lock). */
-static UCS_F_ALWAYS_INLINE int ucs_rcache_region_finish(ucs_rcache_t *rcache,
-                                     ucs_rcache_region_t *region)
+static UCS_F_ALWAYS_INLINE int
+ucs_rcache_region_finish(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
     ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
     ucs_list_link_t comps;
