@@ -128,7 +128,9 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    rcache->reg_lock = 0;
+    rcache->reg_busy    = 0;
+    rcache->reg_waiters = 0;
+    rcache->reg_wake    = 0;
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->pending);

@@ -53,7 +53,8 @@ static void ucs_rcache_fork_child(void)
     ucs_rcache_fork_for_each(rcache) {
         rcache->lock           = 0; /* held by the parent's forking thread */
         rcache->deferred.count = 0;
-        rcache->reg_lock = 0;
+        rcache->reg_busy       = 0; /* owned by the forking thread */
+        rcache->reg_waiters    = 0; /* threads the child does not have */
         rcache->fork_gen++;
         rcache->inflight.active = 0;
         rcache->maps.count      = 0;

@@ -92,24 +92,34 @@ static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
     return UCS_OK;
 }
 
-/* Under the lock and reg_lock: a recycled region, or NULL. */
+/* Under the lock: a region from the pool (released by other paths), or
+ * NULL. */
 static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
 {
     ucs_rcache_region_t *region;
 
-    /* the last one released: its lines are the likeliest to be cached */
-    if (!ucs_list_is_empty(&rcache->spare)) {
-        region = ucs_container_of(rcache->spare.prev, ucs_rcache_region_t,
-                                  tmp_list);
-        --rcache->spare_count; /* stays in live_regions */
-    } else if (!ucs_list_is_empty(&rcache->pool)) {
-        region = ucs_container_of(rcache->pool.prev, ucs_rcache_region_t,
-                                  tmp_list);
-        ++rcache->live_regions;
-    } else {
+    if (ucs_list_is_empty(&rcache->pool)) {
         return NULL;
     }
+    region = ucs_container_of(rcache->pool.prev, ucs_rcache_region_t, tmp_list);
     ucs_list_del(&region->tmp_list);
+    ++rcache->live_regions;
+    return region;
+}
+
+/* Registration path (no lock): a region it released itself, or NULL. */
+static ucs_rcache_region_t *ucs_rcache_spare_pop(ucs_rcache_t *rcache)
+{
+    ucs_rcache_region_t *region;
+
+    if (ucs_list_is_empty(&rcache->spare)) {
+        return NULL;
+    }
+    /* the last one released: its lines are the likeliest to be cached */
+    region =
+        ucs_container_of(rcache->spare.prev, ucs_rcache_region_t, tmp_list);
+    ucs_list_del(&region->tmp_list);
+    --rcache->spare_count; /* stays in live_regions */
     return region;
 }
 
@@ -315,12 +325,41 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     rcache->num_regions++;
     rcache->total_size += ucs_rcache_region_size(region);
     rcache->stats.misses++;
-    ucs_rcache_evict_locked(rcache, 0, dead);
+    if (ucs_rcache_over_limits(rcache, 0, 0)) {
+        /* room was made before the registration, unless the regions to
+         * evict were in use then */
+        ucs_rcache_evict_locked(rcache, 0, dead);
+    }
 }
 
+/* Under the lock, the registration path owned: give it back unless dead
+ * regions are left for its owner; returns whether to wake waiters. */
+static int ucs_rcache_reg_give_if_done_locked(ucs_rcache_t *rcache,
+                                              ucs_list_link_t *dead, int *owned)
+{
+    if (!ucs_list_is_empty(dead)) {
+        return 0;
+    }
+    *owned = 0;
+    return ucs_rcache_reg_give_locked(rcache);
+}
+
+/* Unlock, then wake the waiters for the registration path if asked. */
+static void ucs_rcache_unlock_wake(ucs_rcache_t *rcache, int wake)
+{
+    ucs_rcache_unlock(rcache);
+    if (ucs_unlikely(wake)) {
+        ucs_rcache_reg_wake(rcache);
+    }
+}
+
+/* Takes the registration path in its first locked section; gives it back
+ * in its last one when nothing is left to do (*owned = 0), else leaves it
+ * to the caller. */
 static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                                                const ucs_rcache_span_t *request,
                                                void *arg, ucs_list_link_t *dead,
+                                               int *owned,
                                                ucs_rcache_region_t **region_p)
 {
     ucs_rcache_region_t *region, *recycled;
@@ -328,31 +367,50 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_status_t status;
     unsigned long nregions;
     unsigned need;
-    int retries, prot_ok, overlaps;
+    int retries, prot_ok, overlaps, wake;
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
         ucs_rcache_lock(rcache);
-        rcache->stats.gets += (retries == 0);
+        if (retries == 0) {
+            ucs_rcache_reg_take_locked(rcache);
+            rcache->stats.gets++;
+        }
         ucs_rcache_purge_locked(rcache, dead);
         region = ucs_rcache_lookup_merge_locked(rcache, &span);
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
             rcache->stats.hits_slow++;
-            ucs_rcache_unlock(rcache);
+            wake = ucs_rcache_reg_give_if_done_locked(rcache, dead, owned);
+            ucs_rcache_unlock_wake(rcache, wake);
             *region_p = region;
             return UCS_OK;
         }
-        /* gather in this one section what the miss needs from the cache */
+        /* gather in this one section what the miss needs from the cache,
+         * and make room for it: the regions evicted are deregistered
+         * before the registration, the path owned, no lock held */
         overlaps = span.merged;
         prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
                                                  span.prot);
+        ucs_rcache_evict_room_locked(rcache, span.end - span.start, dead);
         need     = ucs_range_index_insert_needs(&rcache->index);
         nregions = rcache->num_regions + 1;
-        recycled = ucs_rcache_pool_pop_locked(rcache);
+        recycled =
+            (ucs_list_is_empty(&rcache->spare) && ucs_list_is_empty(dead))
+                ? ucs_rcache_pool_pop_locked(rcache)
+                : NULL;
         ucs_rcache_inflight_set_locked(rcache, &span);
         ucs_rcache_uffd_span_check_locked(rcache, span.start, span.end);
         ucs_rcache_unlock(rcache);
+
+        ucs_rcache_regions_recycle(rcache, dead);
+        if (recycled == NULL) {
+            recycled = ucs_rcache_spare_pop(rcache);
+        }
+        if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
+            /* said why; the next operations purge instead */
+            rcache->max_unreleased = SIZE_MAX;
+        }
 
         if (!prot_ok &&
             !ucs_rcache_prot_check(rcache, span.start, span.end, span.prot)) {
@@ -399,7 +457,8 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);
-            ucs_rcache_unlock(rcache);
+            wake = ucs_rcache_reg_give_if_done_locked(rcache, dead, owned);
+            ucs_rcache_unlock_wake(rcache, wake);
             *region_p = region;
             return UCS_OK;
         }
@@ -430,19 +489,17 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_rcache_span_t request = {start, end, prot, 0};
     ucs_list_link_t dead;
     ucs_status_t status;
+    int owned = 1;
 
     ucs_list_head_init(&dead);
-    ucs_rcache_reg_lock(rcache);
-    if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
-        /* said why; the next operations purge instead */
-        rcache->max_unreleased = SIZE_MAX;
-    }
-    status = ucs_rcache_get_locked_path(rcache, &request, arg, &dead,
+    status = ucs_rcache_get_locked_path(rcache, &request, arg, &dead, &owned,
                                         region_p);
-    /* evicted and purged regions: mem_dereg here (reg_lock is not one the
-     * hooks or lookups take), reused by the next miss without the lock */
-    ucs_rcache_regions_recycle(rcache, &dead);
-    ucs_rcache_reg_unlock(rcache);
+    if (owned) {
+        /* regions purged or evicted at the end: mem_dereg here (not under a
+         * lock the hooks or lookups take), reused by the next miss */
+        ucs_rcache_regions_recycle(rcache, &dead);
+        ucs_rcache_reg_unlock(rcache);
+    }
     ucs_rcache_regions_release(rcache, &dead);
     return status;
 }

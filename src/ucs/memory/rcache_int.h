@@ -9,9 +9,11 @@
  *    the thread that holds it: it then records the range (deferred) and the
  *    owner applies it before unlocking; lock-free hits see deferred ranges
  *    and take the locked path meanwhile.
- *  - reg_lock (a futex word, rcache_lock.c): serializes the registration
- *    path (misses); user ops may run under it, waiters sleep; neither
- *    lookups nor the unmap handler take it.
+ *  - reg_lock, the registration path (rcache_lock.c): one thread at a
+ *    time runs a miss; user ops may run while it is owned, waiters sleep;
+ *    neither lookups nor the unmap handler take it.  A flag under the
+ *    spinlock: a miss takes it in its first locked section and usually
+ *    gives it back in its last one.
  *  - refcount: atomic; the index holds one reference.
  *  - leases (rcache_slot.c, biased reference counting): a thread that hits
  *    the same region twice in a row leases it: UCS_RCACHE_LEASE_BIAS is
@@ -165,8 +167,11 @@ struct ucs_rcache {
         }               ranges[UCS_RCACHE_DEFERRED];
     } deferred;                      /* unmaps seen by the lock owner's own
                                         signal handlers, see rcache_lock.c */
-    uint32_t            reg_lock;    /* 0 free, 1 held, 2 held and
-                                        waited for (rcache_lock.c) */
+    uint32_t reg_busy;               /* (lock) a thread owns the
+                                        registration path (rcache_lock.c) */
+    uint32_t reg_waiters;            /* (lock) threads waiting for it */
+    uint32_t reg_wake;               /* futex word, bumped (lock) when the
+                                        path is given back to waiters */
     ucs_range_index_t   index;       /* valid regions and tombstones */
     ucs_list_link_t     lru;         /* valid regions, least recent first */
     ucs_list_link_t     pending;     /* tombstones still in the index */
@@ -285,14 +290,20 @@ void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
 /* Evict unused regions (LRU first) until within limits; all if force. */
 void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
                              ucs_list_link_t *dead);
+/* Same, until one more region of size bytes fits (a miss, before its
+ * registration). */
+void ucs_rcache_evict_room_locked(ucs_rcache_t *rcache, size_t size,
+                                  ucs_list_link_t *dead);
 /* Deregister and free every region of dead, not empty (no lock held);
  * ucs_rcache_regions_release() (below) takes any. */
 void ucs_rcache_regions_release_all(ucs_rcache_t *rcache,
                                     ucs_list_link_t *dead);
 /* Same from the registration path (reg_lock held, not the lock): the
  * regions go to spare, without the lock; those with invalidation callbacks
- * stay in dead, for ucs_rcache_regions_release() once reg_lock is let go. */
-void ucs_rcache_regions_recycle(ucs_rcache_t *rcache, ucs_list_link_t *dead);
+ * stay in dead, for ucs_rcache_regions_release() once reg_lock is let go.
+ * dead not empty; ucs_rcache_regions_recycle() (below) takes any. */
+void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache,
+                                    ucs_list_link_t *dead);
 /* Deregister (if registered in this process) and free one region. */
 void ucs_rcache_region_release(ucs_rcache_t *rcache,
                                ucs_rcache_region_t *region);
@@ -383,9 +394,14 @@ void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache);
 void ucs_rcache_lock(ucs_rcache_t *rcache);
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
 /* reg_lock: the registration path's mutex (not for hook context: it
- * sleeps).  Fork handlers take it in prepare; a child starts it free. */
+ * sleeps).  Fork handlers take it in prepare; a child starts it free.
+ * take_locked: with the lock held (let go while it waits); give_locked
+ * (rcache_int.h): with the lock held, returns whether ucs_rcache_reg_wake()
+ * must be called once the lock is let go. */
 void ucs_rcache_reg_lock(ucs_rcache_t *rcache);
 void ucs_rcache_reg_unlock(ucs_rcache_t *rcache);
+void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache);
+void ucs_rcache_reg_wake(ucs_rcache_t *rcache);
 /* Hook context: take the lock, or (owner interrupted) defer the range.
  * Returns 1 if the lock is now held. */
 int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
@@ -415,6 +431,34 @@ static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
     return region->super.end - region->super.start;
 }
 
+static inline void ucs_rcache_reg_take_locked(ucs_rcache_t *rcache)
+{
+    if (ucs_unlikely(rcache->reg_busy)) {
+        ucs_rcache_reg_wait_locked(rcache);
+    }
+    rcache->reg_busy = 1;
+}
+
+static inline int ucs_rcache_reg_give_locked(ucs_rcache_t *rcache)
+{
+    rcache->reg_busy = 0;
+    if (rcache->reg_waiters == 0) {
+        return 0;
+    }
+    __atomic_store_n(&rcache->reg_wake, rcache->reg_wake + 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Whether the cache is over its limits with room made for extra_regions
+ * more regions of extra_size bytes. */
+static inline int ucs_rcache_over_limits(ucs_rcache_t *rcache,
+                                         unsigned long extra_regions,
+                                         size_t extra_size)
+{
+    return (rcache->num_regions + extra_regions > rcache->max_regions) ||
+           (rcache->total_size + extra_size > rcache->max_size);
+}
+
 /* The calls of the miss path that usually have nothing to do, with that
  * test inline (the work stays out of line in the files named above). */
 static inline void ucs_rcache_purge_locked(ucs_rcache_t *rcache,
@@ -430,6 +474,14 @@ static inline void ucs_rcache_regions_release(ucs_rcache_t *rcache,
 {
     if (!ucs_list_is_empty(dead)) {
         ucs_rcache_regions_release_all(rcache, dead);
+    }
+}
+
+static inline void ucs_rcache_regions_recycle(ucs_rcache_t *rcache,
+                                              ucs_list_link_t *dead)
+{
+    if (!ucs_list_is_empty(dead)) {
+        ucs_rcache_regions_recycle_all(rcache, dead);
     }
 }
 

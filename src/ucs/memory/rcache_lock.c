@@ -9,6 +9,7 @@
  */
 #include "rcache_int.h"
 
+#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -94,32 +95,48 @@ int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     return 0;
 }
 
-/* reg_lock: one atomic operation each way when nobody waits (a futex word
- * instead of a pthread mutex: a third of the instructions, and the miss
- * path takes it once per registration). */
+/* The registration path: owned by one thread at a time, taken and given
+ * back inside the spinlock sections that a miss makes anyway (no atomic
+ * operation of its own); waiters sleep on reg_wake, which the owner bumps
+ * under the lock when it gives the path back with waiters counted. */
+void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache)
+{
+    uint32_t seen;
+
+    while (rcache->reg_busy) {
+        ++rcache->reg_waiters;
+        seen = __atomic_load_n(&rcache->reg_wake, __ATOMIC_RELAXED);
+        ucs_rcache_unlock(rcache);
+        /* a give-back after the unlock changed reg_wake: no sleep */
+        syscall(SYS_futex, &rcache->reg_wake, FUTEX_WAIT_PRIVATE, seen, NULL,
+                NULL, 0);
+        ucs_rcache_lock(rcache);
+        --rcache->reg_waiters;
+    }
+}
+
+void ucs_rcache_reg_wake(ucs_rcache_t *rcache)
+{
+    /* all: a woken thread that finds a hit does not take the path */
+    syscall(SYS_futex, &rcache->reg_wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+            NULL, 0);
+}
+
 void ucs_rcache_reg_lock(ucs_rcache_t *rcache)
 {
-    uint32_t state = 0;
-
-    if (__atomic_compare_exchange_n(&rcache->reg_lock, &state, 1, 0,
-                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        return;
-    }
-    /* held: say there is a waiter, sleep while it stays held */
-    if (state != 2) {
-        state = __atomic_exchange_n(&rcache->reg_lock, 2, __ATOMIC_ACQUIRE);
-    }
-    while (state != 0) {
-        syscall(SYS_futex, &rcache->reg_lock, FUTEX_WAIT_PRIVATE, 2, NULL, NULL,
-                0);
-        state = __atomic_exchange_n(&rcache->reg_lock, 2, __ATOMIC_ACQUIRE);
-    }
+    ucs_rcache_lock(rcache);
+    ucs_rcache_reg_take_locked(rcache);
+    ucs_rcache_unlock(rcache);
 }
 
 void ucs_rcache_reg_unlock(ucs_rcache_t *rcache)
 {
-    if (__atomic_exchange_n(&rcache->reg_lock, 0, __ATOMIC_RELEASE) == 2) {
-        syscall(SYS_futex, &rcache->reg_lock, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
-                0);
+    int wake;
+
+    ucs_rcache_lock(rcache);
+    wake = ucs_rcache_reg_give_locked(rcache);
+    ucs_rcache_unlock(rcache);
+    if (wake) {
+        ucs_rcache_reg_wake(rcache);
     }
 }

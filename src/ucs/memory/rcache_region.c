@@ -93,14 +93,10 @@ void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
     ucs_rcache_region_drop_inline(rcache, region, dead);
 }
 
-static int ucs_rcache_over_limits(ucs_rcache_t *rcache)
-{
-    return (rcache->num_regions > rcache->max_regions) ||
-           (rcache->total_size > rcache->max_size);
-}
-
-void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
-                             ucs_list_link_t *dead)
+static UCS_F_ALWAYS_INLINE void
+ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
+                        unsigned long extra_regions, size_t extra_size,
+                        ucs_list_link_t *dead)
 {
     unsigned long steps = 2 * rcache->num_regions + 1;
     ucs_list_link_t *link, *next;
@@ -109,7 +105,8 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
 
     for (link = rcache->lru.next; (link != &rcache->lru) && (steps-- > 0);
          link = next) {
-        if (!force && !ucs_rcache_over_limits(rcache)) {
+        if (!force &&
+            !ucs_rcache_over_limits(rcache, extra_regions, extra_size)) {
             break;
         }
         next   = link->next;
@@ -128,7 +125,8 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
         ucs_rcache_region_drop_inline(rcache, region, dead);
         rcache->stats.evictions++;
     }
-    if (!force && (rcache->num_regions >= rcache->max_regions) &&
+    if (!force &&
+        (rcache->num_regions + extra_regions + 1 > rcache->max_regions) &&
         !ucs_list_is_empty(&rcache->lru)) {
         /* the next miss evicts it: fetch its lines meanwhile */
         region = ucs_container_of(rcache->lru.next, ucs_rcache_region_t,
@@ -136,6 +134,18 @@ void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
         __builtin_prefetch(region, 1);
         __builtin_prefetch(ucs_rcache_region_hdr(rcache, region), 1);
     }
+}
+
+void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
+                             ucs_list_link_t *dead)
+{
+    ucs_rcache_evict_inline(rcache, force, 0, 0, dead);
+}
+
+void ucs_rcache_evict_room_locked(ucs_rcache_t *rcache, size_t size,
+                                  ucs_list_link_t *dead)
+{
+    ucs_rcache_evict_inline(rcache, 0, 1, size, dead);
 }
 
 /* Everything of a release but the return to the pool; 1 if it called
@@ -210,7 +220,7 @@ void ucs_rcache_regions_release_all(ucs_rcache_t *rcache,
     ucs_rcache_unlock(rcache);
 }
 
-void ucs_rcache_regions_recycle(ucs_rcache_t *rcache, ucs_list_link_t *dead)
+void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
 {
     unsigned long deregs = 0;
     ucs_list_link_t *link, *next;

@@ -328,3 +328,85 @@ TEST_F(rcache_stress, registration_path_serialized)
     EXPECT_EQ(st.regs.load(), st.deregs.load());
     munmap(buf, npages * page_size);
 }
+
+namespace {
+
+/* ops of the waiter test: the first mem_reg waits until released */
+struct gate_ops_state {
+    std::atomic<int>      open{0};
+    std::atomic<int>      entered{0};
+    std::atomic<unsigned> regs{0};
+};
+
+ucs_status_t gate_mem_reg(void *context, ucs_rcache_t *, void *,
+                          ucs_rcache_region_t *, uint16_t)
+{
+    gate_ops_state *st = static_cast<gate_ops_state*>(context);
+    st->entered = 1;
+    while (!st->open.load()) {
+        sched_yield();
+    }
+    st->regs++;
+    return UCS_OK;
+}
+
+void gate_mem_dereg(void *, ucs_rcache_t *, ucs_rcache_region_t *)
+{
+}
+
+} // namespace
+
+/* A miss of a range another thread is registering waits for that
+ * registration (asleep, the registration path owned by the other thread)
+ * and then finds its region: one registration for both, and a miss of
+ * another range made meanwhile completes once the path is given back. */
+TEST_F(rcache_stress, miss_waits_for_registration_of_same_range)
+{
+    static const ucs_rcache_ops_t ops = {gate_mem_reg, gate_mem_dereg,
+                                         nullptr};
+    gate_ops_state st;
+    ucs_rcache_params_t params = default_params();
+    params.ops     = &ops;
+    params.context = &st;
+    ASSERT_EQ(UCS_OK, create(&params));
+
+    char *buf = (char*)map(4);
+    ucs_rcache_region_t *first = nullptr, *second = nullptr, *other = nullptr;
+    ucs_status_t s1 = UCS_ERR_NO_MESSAGE, s2 = UCS_ERR_NO_MESSAGE,
+                 s3 = UCS_ERR_NO_MESSAGE;
+
+    std::thread t1([&]() {
+        s1 = ucs_rcache_get(m_rcache, buf, 64, PROT_READ | PROT_WRITE,
+                            nullptr, &first);
+    });
+    while (!st.entered.load()) {
+        sched_yield();
+    }
+    std::thread t2([&]() {
+        s2 = ucs_rcache_get(m_rcache, buf + 8, 64, PROT_READ | PROT_WRITE,
+                            nullptr, &second);
+    });
+    std::thread t3([&]() {
+        s3 = ucs_rcache_get(m_rcache, buf + 2 * page_size, 64,
+                            PROT_READ | PROT_WRITE, nullptr, &other);
+    });
+    /* both are asleep on the path by now, or about to be */
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(0u, st.regs.load()) << "registered before the gate opened";
+    st.open = 1;
+    t1.join();
+    t2.join();
+    t3.join();
+
+    ASSERT_EQ(UCS_OK, s1);
+    ASSERT_EQ(UCS_OK, s2);
+    ASSERT_EQ(UCS_OK, s3);
+    EXPECT_EQ(first, second) << "the waiter registered the range again";
+    EXPECT_NE(first, other);
+    EXPECT_EQ(2u, st.regs.load());
+    ucs_rcache_region_put(m_rcache, first);
+    ucs_rcache_region_put(m_rcache, second);
+    ucs_rcache_region_put(m_rcache, other);
+    destroy();
+    munmap(buf, 4 * page_size);
+}
