@@ -234,6 +234,9 @@ struct ucs_rcache {
                                         released itself and reuses first
                                         (reg_lock; still in live_regions) */
     unsigned long       spare_count; /* (reg_lock) */
+    uint64_t path_deregs;            /* mem_dereg calls of the registration
+                                        path (reg_lock; read atomic), not
+                                        in stats.deregs */
     void                *slabs;      /* region blocks, see rcache_get.c */
     uint64_t            hits_fast_shared; /* atomic, threads without slot */
     ucs_rcache_slot_t   slots[UCS_RCACHE_SLOTS];

@@ -237,9 +237,9 @@ void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
         ucs_list_add_tail(&rcache->spare, link);
         ++rcache->spare_count;
     }
-    if (deregs != 0) {
-        ucs_rcache_atomic_add(&rcache->stats.deregs, deregs);
-    }
+    /* the path's own count: one writer, no locked instruction */
+    __atomic_store_n(&rcache->path_deregs, rcache->path_deregs + deregs,
+                     __ATOMIC_RELAXED);
 }
 
 void ucs_rcache_purge(ucs_rcache_t *rcache)

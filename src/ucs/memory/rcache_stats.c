@@ -28,6 +28,7 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     }
     tmp.gets      += hits;
     tmp.hits_fast += hits;
+    tmp.deregs += __atomic_load_n(&rcache->path_deregs, __ATOMIC_RELAXED);
     *stats = tmp;
     return UCS_OK;
 }
