@@ -167,10 +167,10 @@ struct ucs_rcache {
         }               ranges[UCS_RCACHE_DEFERRED];
     } deferred;                      /* unmaps seen by the lock owner's own
                                         signal handlers, see rcache_lock.c */
-    uint32_t reg_busy;               /* (lock) a thread owns the
+    uint32_t            reg_busy;    /* (lock) a thread owns the
                                         registration path (rcache_lock.c) */
-    uint32_t reg_waiters;            /* (lock) threads waiting for it */
-    uint32_t reg_wake;               /* futex word, bumped (lock) when the
+    uint32_t            reg_waiters; /* (lock) threads waiting for it */
+    uint32_t            reg_wake;    /* futex word, bumped (lock) when the
                                         path is given back to waiters */
     ucs_range_index_t   index;       /* valid regions and tombstones */
     ucs_list_link_t     lru;         /* valid regions, least recent first */
@@ -234,7 +234,7 @@ struct ucs_rcache {
                                         released itself and reuses first
                                         (reg_lock; still in live_regions) */
     unsigned long       spare_count; /* (reg_lock) */
-    uint64_t path_deregs;            /* mem_dereg calls of the registration
+    uint64_t            path_deregs; /* mem_dereg calls of the registration
                                         path (reg_lock; read atomic), not
                                         in stats.deregs */
     void                *slabs;      /* region blocks, see rcache_get.c */

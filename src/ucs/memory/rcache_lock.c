@@ -117,7 +117,8 @@ void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache)
 
 void ucs_rcache_reg_wake(ucs_rcache_t *rcache)
 {
-    /* all: a woken thread that finds a hit does not take the path */
+    /* all of them: each one checks again, the first to get the lock takes
+     * the path, the others wait again */
     syscall(SYS_futex, &rcache->reg_wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
             NULL, 0);
 }
