@@ -326,8 +326,8 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     rcache->total_size += ucs_rcache_region_size(region);
     rcache->stats.misses++;
     if (ucs_rcache_over_limits(rcache, 0, 0)) {
-        /* room was made before the registration, unless the regions to
-         * evict were in use then */
+        /* room was made before the registration, unless the mappings had
+         * to be read or the regions to evict were in use then */
         ucs_rcache_evict_locked(rcache, 0, dead);
     }
 }
@@ -387,12 +387,15 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             return UCS_OK;
         }
         /* gather in this one section what the miss needs from the cache,
-         * and make room for it: the regions evicted are deregistered
+         * and make room for it when the mappings known allow the request
+         * (a bad one evicts nothing): the regions evicted are deregistered
          * before the registration, the path owned, no lock held */
         overlaps = span.merged;
         prot_ok  = ucs_rcache_prot_cached_locked(rcache, span.start, span.end,
                                                  span.prot);
-        ucs_rcache_evict_room_locked(rcache, span.end - span.start, dead);
+        if (prot_ok) {
+            ucs_rcache_evict_room_locked(rcache, span.end - span.start, dead);
+        }
         need     = ucs_range_index_insert_needs(&rcache->index);
         nregions = rcache->num_regions + 1;
         recycled =

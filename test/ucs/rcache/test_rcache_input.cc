@@ -56,6 +56,42 @@ TEST_F(rcache_input, prot_the_mapping_lacks)
     EXPECT_EQ(0u, regs.load());
 }
 
+/* A request the mappings refuse costs the cache nothing: a full cache
+ * evicts only for a registration that can happen. */
+TEST_F(rcache_input, refused_request_evicts_nothing)
+{
+    ucs_rcache_params_t params = default_params();
+    params.max_regions         = 4;
+    ASSERT_EQ(UCS_OK, create(&params));
+    char *buf              = (char *)map(12);
+    ucs_rcache_region_t *r = nullptr;
+
+    for (int i = 0; i < 4; ++i) { /* every other page: no merging */
+        test_region *ok = get(buf + 2 * i * page_size, 64);
+        ASSERT_TRUE(ok);
+        put(ok);
+    }
+    ASSERT_EQ(0, munmap(buf + 8 * page_size, 2 * page_size));
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  ucs_rcache_get(m_rcache, buf + 8 * page_size, 64, PROT_READ,
+                                 nullptr, &r));
+    }
+    EXPECT_EQ(0u, stats().evictions);
+    EXPECT_EQ(4u, stats().regions);
+    EXPECT_EQ(0u, deregs.load());
+
+    /* and a good one evicts the oldest */
+    test_region *ok = get(buf + 10 * page_size, 64);
+    ASSERT_TRUE(ok);
+    put(ok);
+    EXPECT_EQ(1u, stats().evictions);
+    EXPECT_EQ(4u, stats().regions);
+    destroy();
+    munmap(buf, 8 * page_size);
+    munmap(buf + 10 * page_size, 2 * page_size);
+}
+
 /* The remembered mappings answer a request from the entry that covered
  * the previous one first: that shortcut never grants rights a mapping
  * lacks, next to it, across its end, or after it was replaced. */
