@@ -43,6 +43,20 @@ public:
     ucs_rcache_stats_t churn(unsigned long max_regions,
                              unsigned long total_ops);
 
+    /* a cache with the test's own ops (context: their state); max_regions
+     * 0: the default */
+    ucs_status_t create_with_ops(const ucs_rcache_ops_t *ops, void *context,
+                                 unsigned long max_regions = 0)
+    {
+        ucs_rcache_params_t params = default_params();
+        params.ops                 = ops;
+        params.context             = context;
+        if (max_regions != 0) {
+            params.max_regions = max_regions;
+        }
+        return create(&params);
+    }
+
     void release(slot &s)
     {
         if (s.held != nullptr) {
@@ -288,11 +302,8 @@ TEST_F(rcache_stress, registration_path_serialized)
     static const ucs_rcache_ops_t ops = {serial_mem_reg, serial_mem_dereg,
                                          nullptr};
     serial_ops_state st;
-    ucs_rcache_params_t params = default_params();
-    params.ops         = &ops;
-    params.context     = &st;
-    params.max_regions = 64; /* misses evict, deregistering under it too */
-    ASSERT_EQ(UCS_OK, create(&params));
+    /* 64: misses evict, deregistering under it too */
+    ASSERT_EQ(UCS_OK, create_with_ops(&ops, &st, 64));
 
     const unsigned nthreads = 4, npages = 512; /* every second page used */
     const unsigned rounds   = on_valgrind() ? 1 : 4;
@@ -365,10 +376,7 @@ TEST_F(rcache_stress, miss_waits_for_registration_of_same_range)
     static const ucs_rcache_ops_t ops = {gate_mem_reg, gate_mem_dereg,
                                          nullptr};
     gate_ops_state st;
-    ucs_rcache_params_t params = default_params();
-    params.ops     = &ops;
-    params.context = &st;
-    ASSERT_EQ(UCS_OK, create(&params));
+    ASSERT_EQ(UCS_OK, create_with_ops(&ops, &st));
 
     char *buf = (char*)map(4);
     ucs_rcache_region_t *first = nullptr, *second = nullptr, *other = nullptr;
