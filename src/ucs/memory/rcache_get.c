@@ -332,25 +332,17 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     }
 }
 
-/* Under the lock, the registration path owned: give it back unless dead
- * regions are left for its owner; returns whether to wake waiters. */
-static int ucs_rcache_reg_give_if_done_locked(ucs_rcache_t *rcache,
-                                              ucs_list_link_t *dead, int *owned)
+/* Let the lock go, the registration path too unless dead regions are left
+ * for its owner (then *owned stays 1). */
+static void ucs_rcache_unlock_give_if_done(ucs_rcache_t *rcache,
+                                           ucs_list_link_t *dead, int *owned)
 {
     if (!ucs_list_is_empty(dead)) {
-        return 0;
+        ucs_rcache_unlock(rcache);
+        return;
     }
     *owned = 0;
-    return ucs_rcache_reg_give_locked(rcache);
-}
-
-/* Unlock, then wake the waiters for the registration path if asked. */
-static void ucs_rcache_unlock_wake(ucs_rcache_t *rcache, int wake)
-{
-    ucs_rcache_unlock(rcache);
-    if (ucs_unlikely(wake)) {
-        ucs_rcache_reg_wake(rcache);
-    }
+    ucs_rcache_reg_give_unlock(rcache);
 }
 
 /* Takes the registration path in its first locked section; gives it back
@@ -367,7 +359,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     ucs_status_t status;
     unsigned long nregions;
     unsigned need;
-    int retries, prot_ok, overlaps, wake;
+    int retries, prot_ok, overlaps;
 
     for (retries = 0; retries < UCS_RCACHE_INFLIGHT_RETRIES; ++retries) {
         span = *request;
@@ -381,8 +373,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
             rcache->stats.hits_slow++;
-            wake = ucs_rcache_reg_give_if_done_locked(rcache, dead, owned);
-            ucs_rcache_unlock_wake(rcache, wake);
+            ucs_rcache_unlock_give_if_done(rcache, dead, owned);
             *region_p = region;
             return UCS_OK;
         }
@@ -460,8 +451,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);
-            wake = ucs_rcache_reg_give_if_done_locked(rcache, dead, owned);
-            ucs_rcache_unlock_wake(rcache, wake);
+            ucs_rcache_unlock_give_if_done(rcache, dead, owned);
             *region_p = region;
             return UCS_OK;
         }

@@ -398,9 +398,9 @@ void ucs_rcache_lock(ucs_rcache_t *rcache);
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
 /* reg_lock: the registration path's mutex (not for hook context: it
  * sleeps).  Fork handlers take it in prepare; a child starts it free.
- * take_locked: with the lock held (let go while it waits); give_locked
- * (rcache_int.h): with the lock held, returns whether ucs_rcache_reg_wake()
- * must be called once the lock is let go. */
+ * take_locked: with the lock held (let go while it waits); give_unlock
+ * (rcache_int.h): with the lock held, gives the path back, lets the lock
+ * go and wakes the waiters. */
 void ucs_rcache_reg_lock(ucs_rcache_t *rcache);
 void ucs_rcache_reg_unlock(ucs_rcache_t *rcache);
 void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache);
@@ -442,14 +442,19 @@ static inline void ucs_rcache_reg_take_locked(ucs_rcache_t *rcache)
     rcache->reg_busy = 1;
 }
 
-static inline int ucs_rcache_reg_give_locked(ucs_rcache_t *rcache)
+static inline void ucs_rcache_reg_give_unlock(ucs_rcache_t *rcache)
 {
+    int wake = (rcache->reg_waiters != 0);
+
     rcache->reg_busy = 0;
-    if (rcache->reg_waiters == 0) {
-        return 0;
+    if (wake) {
+        __atomic_store_n(&rcache->reg_wake, rcache->reg_wake + 1,
+                         __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&rcache->reg_wake, rcache->reg_wake + 1, __ATOMIC_RELAXED);
-    return 1;
+    ucs_rcache_unlock(rcache);
+    if (ucs_unlikely(wake)) {
+        ucs_rcache_reg_wake(rcache);
+    }
 }
 
 /* Whether the cache is over its limits with room made for extra_regions

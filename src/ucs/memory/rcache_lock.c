@@ -132,12 +132,6 @@ void ucs_rcache_reg_lock(ucs_rcache_t *rcache)
 
 void ucs_rcache_reg_unlock(ucs_rcache_t *rcache)
 {
-    int wake;
-
     ucs_rcache_lock(rcache);
-    wake = ucs_rcache_reg_give_locked(rcache);
-    ucs_rcache_unlock(rcache);
-    if (wake) {
-        ucs_rcache_reg_wake(rcache);
-    }
+    ucs_rcache_reg_give_unlock(rcache);
 }
