@@ -398,6 +398,10 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     size_t align_mask;
     unsigned id;
 
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        return ucs_rcache_stock_next_get(rcache, address, length, prot, arg,
+                                         region_p);
+    }
     /* a zero length or an overflow: the end is not above the address;
      * unknown protection bits are refused on the way to a registration
      * (ucs_rcache_get_miss) */
@@ -447,6 +451,10 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_stock_next_hold(rcache, region);
+        return;
+    }
     ucs_rcache_atomic_add(&region->refcount, 1);
 }
 
@@ -479,6 +487,10 @@ UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
     ucs_rcache_slot_t *slot;
     unsigned id;
 
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_stock_next_put(rcache, region);
+        return;
+    }
     /* a leased region (its count carries UCS_RCACHE_LEASE_BIAS): the
      * owner's references count in its slot */
     if (ucs_unlikely(__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
@@ -512,6 +524,10 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
 {
     ucs_rcache_comp_t *comp = NULL;
 
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_stock_next_invalidate(rcache, region, cb, arg);
+        return;
+    }
     if ((rcache == NULL) || (region == NULL)) {
         ucs_rcache_error("ucs_rcache_region_invalidate: NULL %s",
                          (rcache == NULL) ? "rcache" : "region");
@@ -535,6 +551,7 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);
+        rcache->stats.invalidations++;
     }
     ucs_rcache_unlock(rcache);
     ucs_rcache_purge(rcache);

@@ -125,6 +125,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     rcache->params         = *params;
     rcache->hot.align_mask = params->alignment - 1;
     rcache->hot.hdr_offset = (params->region_struct_size + 7) & ~(size_t)7;
+    rcache->hot.magic      = UCS_RCACHE_MAGIC;
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
@@ -176,6 +177,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
             goto err_events;
         }
     }
+    ucs_rcache_stock_created(rcache);
     *rcache_p = rcache;
     return UCS_OK;
 
@@ -230,6 +232,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_lock(rcache);
     held = rcache->live_regions;
     ucs_rcache_unlock(rcache);
+    ucs_rcache_stock_destroying(rcache);
     if (held != 0) {
         ucs_rcache_error("%s: destroyed with %lu region(s) still held; "
                          "leaking them and the cache", rcache->name, held);
@@ -238,11 +241,16 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     ucs_rcache_hints_free(rcache);
+    rcache->hot.magic = 0;
     free(rcache);
     return UCS_OK;
 }
 
 void ucs_rcache_destroy(ucs_rcache_t *rcache)
 {
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_stock_next_destroy(rcache);
+        return;
+    }
     (void)ucs_rcache_destroy_checked(rcache);
 }

@@ -39,6 +39,8 @@ typedef struct ucs_rcache_stats {
     uint64_t unreleased;    /* invalidated bytes not yet purged */
     uint64_t deferred_unmaps; /* unmaps from a signal handler of the thread
                                  holding the cache lock, applied after it */
+    uint64_t invalidations; /* ucs_rcache_region_invalidate() calls on a
+                               region still in the cache */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */

@@ -54,6 +54,11 @@
  * huge page of regions: blocks of a huge page), freed at destroy. */
 #define UCS_RCACHE_SLAB_REGIONS 64
 
+/* ucs_rcache_t::hot.magic of a live cache of this library: not a canonical
+ * x86-64 address, so no pointer field of another library's cache object
+ * (rcache_stock.c) reads as it. */
+#define UCS_RCACHE_MAGIC 0x8a5c0de5ca4eb10cull
+
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
@@ -157,6 +162,7 @@ struct ucs_rcache {
         unsigned        check_pfn;   /* pages to check on hits, 0: off */
         size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
         ucs_rcache_hints_t *hints;   /* atomic: grown, see above */
+        uint64_t        magic;       /* UCS_RCACHE_MAGIC while it lives */
     } __attribute__((aligned(64))) hot;
     uintptr_t           lock __attribute__((aligned(64))); /* owner
                                         (ucs_rcache_self()), 0: free */
@@ -412,6 +418,41 @@ int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 /* rcache_event.c: tombstone what intersects [start, end) (lock held) */
 void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                    ucs_pgt_addr_t end);
+
+/* rcache_stock.c, in the preloadable stock-ABI library only
+ * (UCS_RCACHE_STOCK_ABI): an entry point called with a cache that is not
+ * ours (Debian's libucs calls its own entry points through its PLT, so its
+ * caches reach ours) hands the call on to the next definition, that
+ * library's.  Elsewhere UCS_RCACHE_FOREIGN() is 0 and compiles away. */
+#ifdef UCS_RCACHE_STOCK_ABI
+#define UCS_RCACHE_FOREIGN(_rcache) \
+    ucs_unlikely(((_rcache) != NULL) && \
+                 ((_rcache)->hot.magic != UCS_RCACHE_MAGIC))
+ucs_status_t ucs_rcache_stock_next_get(ucs_rcache_t *rcache, void *address,
+                                       size_t length, int prot, void *arg,
+                                       ucs_rcache_region_t **region_p);
+void ucs_rcache_stock_next_put(ucs_rcache_t *rcache,
+                               ucs_rcache_region_t *region);
+void ucs_rcache_stock_next_hold(ucs_rcache_t *rcache,
+                                ucs_rcache_region_t *region);
+void ucs_rcache_stock_next_invalidate(ucs_rcache_t *rcache,
+                                      ucs_rcache_region_t *region,
+                                      ucs_rcache_invalidate_comp_func_t cb,
+                                      void *arg);
+void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache);
+/* A cache of ours is created / about to be destroyed (UCM_RCACHE_STATS). */
+void ucs_rcache_stock_created(ucs_rcache_t *rcache);
+void ucs_rcache_stock_destroying(ucs_rcache_t *rcache);
+#else
+#define UCS_RCACHE_FOREIGN(_rcache)                0
+#define ucs_rcache_stock_next_get(...)             UCS_ERR_UNSUPPORTED
+#define ucs_rcache_stock_next_put(...)             ((void)0)
+#define ucs_rcache_stock_next_hold(...)            ((void)0)
+#define ucs_rcache_stock_next_invalidate(...)      ((void)0)
+#define ucs_rcache_stock_next_destroy(...)         ((void)0)
+#define ucs_rcache_stock_created(_rcache)          ((void)(_rcache))
+#define ucs_rcache_stock_destroying(_rcache)       ((void)(_rcache))
+#endif
 
 #define ucs_rcache_atomic_add(_p, _v) __atomic_add_fetch(_p, _v, __ATOMIC_ACQ_REL)
 #define ucs_rcache_atomic_sub(_p, _v) __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)

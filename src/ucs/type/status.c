@@ -3,6 +3,8 @@
  */
 #include <ucs/type/status.h>
 
+_Static_assert(sizeof(ucs_status_t) == 1, "ucs_status_t is one byte (UCX ABI)");
+
 const char *ucs_status_string(ucs_status_t status)
 {
     switch (status) {

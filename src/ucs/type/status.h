@@ -2,6 +2,9 @@
  * ucs_status_t: the error convention of every function in this project.
  * Values are those of UCX 1.13 (ABI: shared with stock UCX through libucm).
  * Negative values are errors, UCS_OK is success, UCS_INPROGRESS is "started".
+ * One byte, as in UCX (a packed enum): structs that hold one, such as
+ * ucs_rcache_region_t, have UCX's layout, and a status returned by a stock
+ * UCX callback is read from its low byte only.
  */
 #ifndef UCS_STATUS_H_
 #define UCS_STATUS_H_
@@ -44,7 +47,7 @@ typedef enum {
     UCS_ERR_ENDPOINT_TIMEOUT       = -80,
     UCS_ERR_LAST_ENDPOINT_FAILURE  = -89,
     UCS_ERR_LAST                   = -100
-} ucs_status_t;
+} __attribute__((packed)) ucs_status_t;
 
 #define UCS_STATUS_IS_ERR(_s) ((_s) < 0)
 

@@ -1,0 +1,283 @@
+/*
+ * The stock-ABI registration cache library (libucm_rcache.so.0), preloaded
+ * into stock UCX 1.13.1 programs: it exports ucs_rcache_create, _destroy,
+ * _get, _region_hold, _region_put and _region_invalidate with UCX 1.13.1's
+ * ABI (the same structs as rcache.h), so that libucp's and libuct_ib's
+ * imports of them bind to this cache rather than to Debian's libucs.
+ *
+ * Two things only this library needs:
+ *  - calls for a cache that is not ours go on to the next definition (the
+ *    one of Debian's libucs): libucs calls its own entry points through its
+ *    PLT (its ucs_rcache_get holds regions with ucs_rcache_region_hold), so
+ *    a cache created by libucs itself reaches these entry points too;
+ *  - UCM_RCACHE_STATS=y prints every cache's statistics at exit (also of
+ *    the caches destroyed before it) and what the userfaultfd monitor did.
+ */
+#include "rcache_int.h"
+
+#include <ucm/api/ucm_ext.h>
+#include <ucs/config/ucs_config_parse.h>
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* UCX 1.13.1's layouts (x86-64), which stock callers compile in. */
+#define UCS_RCACHE_STOCK_AT(_type, _field, _offset) \
+    _Static_assert(offsetof(_type, _field) == (_offset), \
+                   #_type "." #_field " is at " #_offset " in UCX 1.13.1")
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, lru_list, 16);
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, comp_list, 48);
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, refcount, 64);
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, status, 68);
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, prot, 69);
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, lru_flags, 71);
+UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, priv, 72);
+UCS_RCACHE_STOCK_AT(ucs_rcache_params_t, ucm_events, 24);
+UCS_RCACHE_STOCK_AT(ucs_rcache_params_t, ops, 32);
+UCS_RCACHE_STOCK_AT(ucs_rcache_params_t, flags, 48);
+UCS_RCACHE_STOCK_AT(ucs_rcache_params_t, max_unreleased, 72);
+UCS_RCACHE_STOCK_AT(ucs_rcache_ops_t, dump_region, 16);
+_Static_assert(sizeof(ucs_rcache_region_t) == 80, "UCX 1.13.1: 80 bytes");
+_Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1: 80 bytes");
+
+/* --- calls for another library's cache ---------------------------------- */
+
+typedef ucs_status_t (*ucs_rcache_stock_get_f)(ucs_rcache_t*, void*, size_t,
+                                               int, void*,
+                                               ucs_rcache_region_t**);
+typedef void (*ucs_rcache_stock_region_f)(ucs_rcache_t*, ucs_rcache_region_t*);
+typedef void (*ucs_rcache_stock_inv_f)(ucs_rcache_t*, ucs_rcache_region_t*,
+                                       ucs_rcache_invalidate_comp_func_t,
+                                       void*);
+typedef void (*ucs_rcache_stock_destroy_f)(ucs_rcache_t*);
+
+/* The definition of name that follows ours (Debian's libucs), resolved at
+ * the first call and kept in *fn_p; NULL, with one log line, if there is
+ * none (then rcache is no cache at all: a bad pointer). */
+static void *ucs_rcache_stock_next(void **fn_p, const char *name, void *self,
+                                   ucs_rcache_t *rcache)
+{
+    void *fn = __atomic_load_n(fn_p, __ATOMIC_ACQUIRE);
+    void *handle;
+
+    if (ucs_likely(fn != NULL)) {
+        return fn;
+    }
+    fn = dlsym(RTLD_NEXT, name);
+    if ((fn == NULL) || (fn == self)) {
+        handle = dlopen("libucs.so.0", RTLD_NOW | RTLD_NOLOAD);
+        fn     = (handle != NULL) ? dlsym(handle, name) : NULL;
+        if (handle != NULL) {
+            dlclose(handle);
+        }
+    }
+    if ((fn == NULL) || (fn == self)) {
+        ucs_rcache_error("%s: %p is not a cache of this library and no other "
+                         "library defines %s: ignored", name, (void*)rcache,
+                         name);
+        return NULL;
+    }
+    __atomic_store_n(fn_p, fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
+#define UCS_RCACHE_STOCK_NEXT(_type, _name, _rcache) \
+    ({ \
+        static void *_fn; \
+        (_type)ucs_rcache_stock_next(&_fn, #_name, (void*)_name, _rcache); \
+    })
+
+ucs_status_t ucs_rcache_stock_next_get(ucs_rcache_t *rcache, void *address,
+                                       size_t length, int prot, void *arg,
+                                       ucs_rcache_region_t **region_p)
+{
+    ucs_rcache_stock_get_f fn = UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_get_f,
+                                                      ucs_rcache_get, rcache);
+
+    if (fn == NULL) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return fn(rcache, address, length, prot, arg, region_p);
+}
+
+void ucs_rcache_stock_next_put(ucs_rcache_t *rcache,
+                               ucs_rcache_region_t *region)
+{
+    ucs_rcache_stock_region_f fn =
+            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_region_f,
+                                  ucs_rcache_region_put, rcache);
+
+    if (fn != NULL) {
+        fn(rcache, region);
+    }
+}
+
+void ucs_rcache_stock_next_hold(ucs_rcache_t *rcache,
+                                ucs_rcache_region_t *region)
+{
+    ucs_rcache_stock_region_f fn =
+            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_region_f,
+                                  ucs_rcache_region_hold, rcache);
+
+    if (fn != NULL) {
+        fn(rcache, region);
+    }
+}
+
+void ucs_rcache_stock_next_invalidate(ucs_rcache_t *rcache,
+                                      ucs_rcache_region_t *region,
+                                      ucs_rcache_invalidate_comp_func_t cb,
+                                      void *arg)
+{
+    ucs_rcache_stock_inv_f fn =
+            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_inv_f,
+                                  ucs_rcache_region_invalidate, rcache);
+
+    if (fn != NULL) {
+        fn(rcache, region, cb, arg);
+    }
+}
+
+void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache)
+{
+    ucs_rcache_stock_destroy_f fn =
+            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_destroy_f,
+                                  ucs_rcache_destroy, rcache);
+
+    if (fn != NULL) {
+        fn(rcache);
+    }
+}
+
+/* --- UCM_RCACHE_STATS ----------------------------------------------------- */
+
+/* Caches reported at exit; later ones are counted, not reported. */
+#define UCS_RCACHE_STOCK_REPORTED 64
+
+typedef struct ucs_rcache_stock_entry {
+    ucs_rcache_t       *rcache; /* NULL once destroyed: stats then final */
+    char               name[64];
+    ucs_rcache_stats_t stats;
+} ucs_rcache_stock_entry_t;
+
+static pthread_mutex_t ucs_rcache_stock_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t  ucs_rcache_stock_once = PTHREAD_ONCE_INIT;
+static int             ucs_rcache_stock_wanted;
+static unsigned        ucs_rcache_stock_count;   /* entries used */
+static unsigned long   ucs_rcache_stock_untracked;
+static ucs_rcache_stock_entry_t ucs_rcache_stock_entries[UCS_RCACHE_STOCK_REPORTED];
+
+static const ucs_config_field_t ucs_rcache_stock_stats_field[] = {
+    {"UCM_RCACHE_STATS", "no",
+     "Print every registration cache's statistics at exit",
+     0, UCS_CONFIG_TYPE_BOOL, NULL},
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
+};
+
+static void ucs_rcache_stock_stats_error(const char *var, const char *value,
+                                         const char *accepted, void *arg)
+{
+    ucs_rcache_error("%s: invalid value '%s' (accepted: %s); no statistics",
+                     var, value, accepted);
+}
+
+static void ucs_rcache_stock_print_one(const char *name, const char *state,
+                                       const ucs_rcache_stats_t *s)
+{
+    fprintf(stderr,
+            "[ucm_rcache] pid %d: rcache '%s' (%s): gets %lu hits %lu "
+            "(fast %lu) misses %lu regs %lu deregs %lu regions %lu "
+            "(%lu bytes) invalidations %lu unmap_invalidations %lu "
+            "evictions %lu merges %lu reg_failures %lu\n",
+            (int)getpid(), name, state, s->gets, s->hits_fast + s->hits_slow,
+            s->hits_fast, s->misses, s->regs, s->deregs, s->regions,
+            s->total_size, s->invalidations, s->unmap_invalidations,
+            s->evictions, s->merges, s->reg_failures);
+}
+
+static void ucs_rcache_stock_print_all(void)
+{
+    ucs_rcache_stock_entry_t *entry;
+    ucs_rcache_stats_t stats;
+    ucm_uffd_info_t info;
+    unsigned i;
+
+    pthread_mutex_lock(&ucs_rcache_stock_lock);
+    for (i = 0; i < ucs_rcache_stock_count; ++i) {
+        entry = &ucs_rcache_stock_entries[i];
+        if (entry->rcache == NULL) {
+            ucs_rcache_stock_print_one(entry->name, "destroyed",
+                                       &entry->stats);
+        } else if (ucs_rcache_query_stats(entry->rcache, &stats) == UCS_OK) {
+            ucs_rcache_stock_print_one(entry->name, "live", &stats);
+        }
+    }
+    if (ucs_rcache_stock_untracked != 0) {
+        fprintf(stderr, "[ucm_rcache] pid %d: %lu more cache(s) not "
+                "reported\n", (int)getpid(), ucs_rcache_stock_untracked);
+    }
+    pthread_mutex_unlock(&ucs_rcache_stock_lock);
+
+    memset(&info, 0, sizeof(info));
+    ucm_uffd_query(&info);
+    fprintf(stderr,
+            "[ucm_rcache] pid %d: userfaultfd %s (%s): %lu unmap reports, "
+            "%lu spans, %lu registers, %lu refused\n",
+            (int)getpid(), info.active ? "active" : "off", info.reason,
+            info.events, info.spans, info.registers,
+            info.unsupported + info.busy);
+}
+
+static void ucs_rcache_stock_init(void)
+{
+    int wanted = 0;
+
+    if (ucs_config_parse_env("", ucs_rcache_stock_stats_field, &wanted,
+                             ucs_rcache_stock_stats_error, NULL) != UCS_OK) {
+        wanted = 0;
+    }
+    ucs_rcache_stock_wanted = wanted;
+    if (wanted) {
+        atexit(ucs_rcache_stock_print_all);
+    }
+}
+
+void ucs_rcache_stock_created(ucs_rcache_t *rcache)
+{
+    ucs_rcache_stock_entry_t *entry;
+
+    pthread_once(&ucs_rcache_stock_once, ucs_rcache_stock_init);
+    if (!ucs_rcache_stock_wanted) {
+        return;
+    }
+    pthread_mutex_lock(&ucs_rcache_stock_lock);
+    if (ucs_rcache_stock_count < UCS_RCACHE_STOCK_REPORTED) {
+        entry         = &ucs_rcache_stock_entries[ucs_rcache_stock_count++];
+        entry->rcache = rcache;
+        snprintf(entry->name, sizeof(entry->name), "%s", rcache->name);
+    } else {
+        ++ucs_rcache_stock_untracked;
+    }
+    pthread_mutex_unlock(&ucs_rcache_stock_lock);
+}
+
+void ucs_rcache_stock_destroying(ucs_rcache_t *rcache)
+{
+    unsigned i;
+
+    if (!ucs_rcache_stock_wanted) {
+        return;
+    }
+    pthread_mutex_lock(&ucs_rcache_stock_lock);
+    for (i = 0; i < ucs_rcache_stock_count; ++i) {
+        if (ucs_rcache_stock_entries[i].rcache == rcache) {
+            ucs_rcache_query_stats(rcache, &ucs_rcache_stock_entries[i].stats);
+            ucs_rcache_stock_entries[i].rcache = NULL;
+        }
+    }
+    pthread_mutex_unlock(&ucs_rcache_stock_lock);
+}
