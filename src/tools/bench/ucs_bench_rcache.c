@@ -3,9 +3,14 @@
  * UCX 1.13 rcache and against no cache (register on every use), with the
  * same fake registration cost model, in one run.
  *
- * Usage: ucs_bench_rcache [--quick] [--ours PATH] [--ucx PATH]
+ * Usage: ucs_bench_rcache [--quick] [--ours PATH] [--abi PATH] [--ucx PATH]
  *   --ours PATH  our libucs.so.0 (env UCS_BENCH_OURS; default: the build
  *                tree's src/ucs/.libs/libucs.so.0)
+ *   --abi PATH   our libucm_rcache.so.0, the same cache behind UCX 1.13.1's
+ *                ABI, its caches created by code compiled against Debian's
+ *                headers (ucs_bench_rcache_stock.c) as a stock UCX caller
+ *                would (env UCS_BENCH_ABI; default: the build tree's);
+ *                the column is left out when Debian's headers were missing
  *   --ucx PATH   stock libucs.so.0 (env UCS_BENCH_UCX; default
  *                /usr/lib/x86_64-linux-gnu/libucs.so.0)
  *   --quick      fewer regions and iterations
@@ -54,13 +59,15 @@ typedef struct {
 
 typedef struct {
     char   name[128];
-    double value[3];   /* ours, ucx, none */
-    int    valid[3];
+    double value[4];   /* ours, ucx, none, abi */
+    int    valid[4];
 } bench_result_t;
 
-static const char *bench_impl_names[] = {"ours", "ucx", "none"};
+#define UCS_BENCH_IMPLS 4
+static const char *bench_impl_names[] = {"ours", "ucx", "none", "abi"};
 static bench_api_t bench_api;
-static int         bench_impl;    /* 0 ours, 1 ucx, 2 none */
+static void        *bench_abi_create; /* abi: the library's create */
+static int         bench_impl;    /* 0 ours, 1 ucx, 2 none, 3 abi */
 static int         bench_quick;
 static FILE        *bench_out;
 
@@ -108,6 +115,22 @@ static void bench_mem_dereg(void *context, ucs_rcache_t *rcache,
 static const ucs_rcache_ops_t bench_ops = {bench_mem_reg, bench_mem_dereg,
                                            NULL};
 
+/* The cost model for ucs_bench_rcache_stock.c's ops. */
+void bench_cost_reg(void);
+void bench_cost_dereg(void);
+int bench_stock_create(void *create_fn, unsigned long max_regions,
+                       void **rcache_p);
+
+void bench_cost_reg(void)
+{
+    bench_spin_ns(UCS_BENCH_REG_NS);
+}
+
+void bench_cost_dereg(void)
+{
+    bench_spin_ns(UCS_BENCH_DEREG_NS);
+}
+
 /* "none": a registration per use */
 static ucs_rcache_region_t bench_none_region;
 
@@ -148,6 +171,16 @@ static ucs_rcache_t *bench_create(unsigned long max_regions)
     ucs_rcache_params_t params;
     ucs_rcache_t *rcache;
 
+#ifdef UCS_BENCH_HAVE_STOCK_ABI
+    if (bench_impl == 3) {
+        if (bench_stock_create(bench_abi_create, max_regions,
+                               (void**)&rcache) != 0) {
+            fprintf(stderr, "abi: rcache create failed\n");
+            exit(3);
+        }
+        return rcache;
+    }
+#endif
     memset(&params, 0, sizeof(params));
     params.region_struct_size = sizeof(ucs_rcache_region_t);
     params.alignment          = UCS_BENCH_PAGE;
@@ -510,6 +543,7 @@ static void bench_worker(const char *lib)
         bench_api.destroy = dlsym(handle, "ucs_rcache_destroy");
         bench_api.get     = dlsym(handle, "ucs_rcache_get");
         bench_api.put     = dlsym(handle, "ucs_rcache_region_put");
+        bench_abi_create  = (void*)bench_api.create;
         if (!bench_api.create || !bench_api.destroy || !bench_api.get ||
             !bench_api.put) {
             fprintf(stderr, "%s: ucs_rcache_* not found in %s\n",
@@ -565,6 +599,10 @@ static int bench_run_worker(int impl, const char *lib,
     double value;
     int fds[2], status;
     unsigned i;
+
+    if (lib == NULL) {
+        return 0; /* a column this build leaves out */
+    }
     pid_t pid;
     FILE *in;
     char *sp;
@@ -617,13 +655,25 @@ static int bench_run_worker(int impl, const char *lib,
     return 0;
 }
 
+/* Column impl against ours, as text ("-" without both values). */
+static void bench_ratio(const bench_result_t *result, int impl, char *buf,
+                        size_t max)
+{
+    if (result->valid[0] && result->valid[impl] && (result->value[0] > 0)) {
+        snprintf(buf, max, "%.2fx", result->value[impl] / result->value[0]);
+    } else {
+        snprintf(buf, max, "-");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *ours = getenv("UCS_BENCH_OURS");
     const char *ucx  = getenv("UCS_BENCH_UCX");
+    const char *abi  = getenv("UCS_BENCH_ABI");
     bench_result_t results[UCS_BENCH_MAX_RESULTS];
     unsigned nresults = 0, i, j;
-    char cell[3][24], ratio[24];
+    char cell[UCS_BENCH_IMPLS][24], ratio[2][24];
     int ret = 0;
 
     for (i = 1; i < (unsigned)argc; ++i) {
@@ -633,9 +683,11 @@ int main(int argc, char **argv)
             ours = argv[++i];
         } else if (!strcmp(argv[i], "--ucx") && (i + 1 < (unsigned)argc)) {
             ucx = argv[++i];
+        } else if (!strcmp(argv[i], "--abi") && (i + 1 < (unsigned)argc)) {
+            abi = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--ours PATH] [--ucx PATH]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--ours PATH] [--abi PATH] "
+                    "[--ucx PATH]\n", argv[0]);
             return 2;
         }
     }
@@ -645,19 +697,29 @@ int main(int argc, char **argv)
     if (ucx == NULL) {
         ucx = UCS_BENCH_UCX_DEFAULT;
     }
+#ifdef UCS_BENCH_HAVE_STOCK_ABI
+    if (abi == NULL) {
+        abi = UCS_BENCH_STOCK_ABI_BUILD;
+    }
+#else
+    abi = NULL;
+#endif
     memset(results, 0, sizeof(results));
     printf("fake registration: mem_reg %d ns, mem_dereg %d ns; best of %d "
-           "rounds\nours: %s\nucx:  %s\n\n", UCS_BENCH_REG_NS,
-           UCS_BENCH_DEREG_NS, UCS_BENCH_ROUNDS, ours, ucx);
+           "rounds\nours: %s\nabi:  %s\nucx:  %s\n\n", UCS_BENCH_REG_NS,
+           UCS_BENCH_DEREG_NS, UCS_BENCH_ROUNDS, ours,
+           (abi != NULL) ? abi : "(left out: built without Debian's UCX "
+                                 "headers)", ucx);
     fflush(stdout);
     ret |= bench_run_worker(0, ours, results, &nresults) ? 1 : 0;
+    ret |= bench_run_worker(3, abi, results, &nresults) ? 1 : 0;
     bench_run_worker(1, ucx, results, &nresults);
-    bench_run_worker(2, NULL, results, &nresults);
+    bench_run_worker(2, "", results, &nresults);
 
-    printf("%-40s %12s %12s %12s %10s\n", "case", "ours", "ucx-1.13",
-           "none", "ucx/ours");
+    printf("%-40s %10s %10s %10s %10s %9s %9s\n", "case", "ours",
+           "stock-abi", "ucx-1.13", "none", "ucx/ours", "abi/ours");
     for (i = 0; i < nresults; ++i) {
-        for (j = 0; j < 3; ++j) {
+        for (j = 0; j < UCS_BENCH_IMPLS; ++j) {
             if (results[i].valid[j]) {
                 snprintf(cell[j], sizeof(cell[j]), "%.1f",
                          results[i].value[j]);
@@ -665,17 +727,16 @@ int main(int argc, char **argv)
                 snprintf(cell[j], sizeof(cell[j]), "-");
             }
         }
-        if (results[i].valid[0] && results[i].valid[1] &&
-            (results[i].value[0] > 0)) {
-            snprintf(ratio, sizeof(ratio), "%.2fx",
-                     results[i].value[1] / results[i].value[0]);
-        } else {
-            snprintf(ratio, sizeof(ratio), "-");
+        for (j = 0; j < 2; ++j) {
+            bench_ratio(&results[i], (j == 0) ? 1 : 3, ratio[j],
+                        sizeof(ratio[j]));
         }
-        printf("%-40s %12s %12s %12s %10s\n", results[i].name, cell[0],
-               cell[1], cell[2], ratio);
+        printf("%-40s %10s %10s %10s %10s %9s %9s\n", results[i].name,
+               cell[0], cell[3], cell[1], cell[2], ratio[0], ratio[1]);
     }
-    printf("\n(Mops/s rows: higher is better, ucx/ours < 1 means ours is "
-           "faster;\n other rows: ns, ucx/ours > 1 means ours is faster.)\n");
+    printf("\n(Mops/s rows: higher is better, a ratio < 1 means ours is "
+           "faster;\n other rows: ns, a ratio > 1 means ours is faster; "
+           "stock-abi: libucm_rcache.so.0\n through UCX 1.13.1's ABI, "
+           "abi/ours near 1 means the ABI costs nothing.)\n");
     return ret;
 }
