@@ -67,12 +67,6 @@ static void ucs_rcache_config_quiet(const char *var, const char *value,
  * reports its malformed values and passes the limits, the priority and
  * PURGE_ON_FORK in the params: of those only CHECK_PFN (a global option of
  * UCX's, not in the params) is taken from the environment, quietly. */
-#ifdef UCS_RCACHE_STOCK_ABI
-#define UCS_RCACHE_CONFIG_STOCK 1
-#else
-#define UCS_RCACHE_CONFIG_STOCK 0
-#endif
-
 ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
                                     int *explicit_prio, int *explicit_purge)
 {
@@ -88,11 +82,11 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
     }
     dfl    = tmp;
     status = ucs_config_parse_env("UCX_", ucs_rcache_config_table, &tmp,
-                                  UCS_RCACHE_CONFIG_STOCK ?
+                                  UCS_RCACHE_STOCK ?
                                           ucs_rcache_config_quiet :
                                           ucs_rcache_config_error,
                                   NULL);
-    if (UCS_RCACHE_CONFIG_STOCK) {
+    if (UCS_RCACHE_STOCK) {
         dfl.check_pfn = tmp.check_pfn;
         tmp           = dfl;
     } else if (status != UCS_OK) {
@@ -104,9 +98,9 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
         return status;
     }
     *config         = tmp;
-    *explicit_prio  = !UCS_RCACHE_CONFIG_STOCK &&
+    *explicit_prio  = !UCS_RCACHE_STOCK &&
                       (getenv("UCX_RCACHE_MEM_PRIO") != NULL);
-    *explicit_purge = !UCS_RCACHE_CONFIG_STOCK &&
+    *explicit_purge = !UCS_RCACHE_STOCK &&
                       (getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL);
     return UCS_OK;
 }

@@ -73,7 +73,13 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                                               config->max_regions);
     rcache->max_size       = ucs_rcache_limit(params->max_size,
                                               config->max_size);
-    rcache->max_unreleased = ucs_rcache_limit(params->max_unreleased,
+    /* under stock UCX, invalidated regions are deregistered at the next
+     * cache operation, in the caller's thread, never on a thread of ours:
+     * UCX's callbacks (UCP's mem_dereg, invalidation completions) are not
+     * written to run elsewhere */
+    rcache->max_unreleased = UCS_RCACHE_STOCK ?
+                             SIZE_MAX :
+                             ucs_rcache_limit(params->max_unreleased,
                                               config->max_unreleased);
     if (explicit_prio) {
         rcache->params.ucm_event_priority = (int)config->mem_prio;

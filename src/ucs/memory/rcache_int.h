@@ -425,6 +425,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
  * caches reach ours) hands the call on to the next definition, that
  * library's.  Elsewhere UCS_RCACHE_FOREIGN() is 0 and compiles away. */
 #ifdef UCS_RCACHE_STOCK_ABI
+#define UCS_RCACHE_STOCK 1
 #define UCS_RCACHE_FOREIGN(_rcache) \
     ucs_unlikely(((_rcache) != NULL) && \
                  ((_rcache)->hot.magic != UCS_RCACHE_MAGIC))
@@ -444,6 +445,7 @@ void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache);
 void ucs_rcache_stock_created(ucs_rcache_t *rcache);
 void ucs_rcache_stock_destroying(ucs_rcache_t *rcache);
 #else
+#define UCS_RCACHE_STOCK                           0
 #define UCS_RCACHE_FOREIGN(_rcache)                0
 #define ucs_rcache_stock_next_get(...)             UCS_ERR_UNSUPPORTED
 #define ucs_rcache_stock_next_put(...)             ((void)0)
