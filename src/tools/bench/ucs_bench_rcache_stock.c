@@ -20,8 +20,7 @@ int bench_stock_create(void *create_fn, unsigned long max_regions,
                        void **rcache_p);
 
 static ucs_status_t bench_stock_mem_reg(void *context, ucs_rcache_t *rcache,
-                                        void *arg,
-                                        ucs_rcache_region_t *region,
+                                        void *arg, ucs_rcache_region_t *region,
                                         uint16_t flags)
 {
     bench_cost_reg();
@@ -42,8 +41,8 @@ static const ucs_rcache_ops_t bench_stock_ops = {
 int bench_stock_create(void *create_fn, unsigned long max_regions,
                        void **rcache_p)
 {
-    ucs_status_t (*create)(const ucs_rcache_params_t*, const char*,
-                           ucs_stats_node_t*, ucs_rcache_t**) = create_fn;
+    ucs_status_t (*create)(const ucs_rcache_params_t *, const char *,
+                           ucs_stats_node_t *, ucs_rcache_t **) = create_fn;
     ucs_rcache_params_t params;
     ucs_rcache_t *rcache;
 

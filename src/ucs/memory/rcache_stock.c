@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 /* UCX 1.13.1's layouts (x86-64), which stock callers compile in. */
-#define UCS_RCACHE_STOCK_AT(_type, _field, _offset) \
-    _Static_assert(offsetof(_type, _field) == (_offset), \
+#define UCS_RCACHE_STOCK_AT(_type, _field, _offset)                            \
+    _Static_assert(offsetof(_type, _field) == (_offset),                       \
                    #_type "." #_field " is at " #_offset " in UCX 1.13.1")
 UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, lru_list, 16);
 UCS_RCACHE_STOCK_AT(ucs_rcache_region_t, comp_list, 48);
@@ -46,14 +46,15 @@ _Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1: 80 bytes");
 
 /* --- calls for another library's cache ---------------------------------- */
 
-typedef ucs_status_t (*ucs_rcache_stock_get_f)(ucs_rcache_t*, void*, size_t,
-                                               int, void*,
-                                               ucs_rcache_region_t**);
-typedef void (*ucs_rcache_stock_region_f)(ucs_rcache_t*, ucs_rcache_region_t*);
-typedef void (*ucs_rcache_stock_inv_f)(ucs_rcache_t*, ucs_rcache_region_t*,
+typedef ucs_status_t (*ucs_rcache_stock_get_f)(ucs_rcache_t *, void *, size_t,
+                                               int, void *,
+                                               ucs_rcache_region_t **);
+typedef void (*ucs_rcache_stock_region_f)(ucs_rcache_t *,
+                                          ucs_rcache_region_t *);
+typedef void (*ucs_rcache_stock_inv_f)(ucs_rcache_t *, ucs_rcache_region_t *,
                                        ucs_rcache_invalidate_comp_func_t,
-                                       void*);
-typedef void (*ucs_rcache_stock_destroy_f)(ucs_rcache_t*);
+                                       void *);
+typedef void (*ucs_rcache_stock_destroy_f)(ucs_rcache_t *);
 
 /* The definition of name that follows ours (Debian's libucs), resolved at
  * the first call and kept in *fn_p; NULL, with one log line, if there is
@@ -77,26 +78,26 @@ static void *ucs_rcache_stock_next(void **fn_p, const char *name, void *self,
     }
     if ((fn == NULL) || (fn == self)) {
         ucs_rcache_error("%s: %p is not a cache of this library and no other "
-                         "library defines %s: ignored", name, (void*)rcache,
-                         name);
+                         "library defines %s: ignored",
+                         name, (void *)rcache, name);
         return NULL;
     }
     __atomic_store_n(fn_p, fn, __ATOMIC_RELEASE);
     return fn;
 }
 
-#define UCS_RCACHE_STOCK_NEXT(_type, _name, _rcache) \
-    ({ \
-        static void *_fn; \
-        (_type)ucs_rcache_stock_next(&_fn, #_name, (void*)_name, _rcache); \
+#define UCS_RCACHE_STOCK_NEXT(_type, _name, _rcache)                           \
+    ({                                                                         \
+        static void *_fn;                                                      \
+        (_type) ucs_rcache_stock_next(&_fn, #_name, (void *)_name, _rcache);   \
     })
 
 ucs_status_t ucs_rcache_stock_next_get(ucs_rcache_t *rcache, void *address,
                                        size_t length, int prot, void *arg,
                                        ucs_rcache_region_t **region_p)
 {
-    ucs_rcache_stock_get_f fn = UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_get_f,
-                                                      ucs_rcache_get, rcache);
+    ucs_rcache_stock_get_f fn =
+        UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_get_f, ucs_rcache_get, rcache);
 
     if (fn == NULL) {
         return UCS_ERR_INVALID_PARAM;
@@ -107,9 +108,8 @@ ucs_status_t ucs_rcache_stock_next_get(ucs_rcache_t *rcache, void *address,
 void ucs_rcache_stock_next_put(ucs_rcache_t *rcache,
                                ucs_rcache_region_t *region)
 {
-    ucs_rcache_stock_region_f fn =
-            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_region_f,
-                                  ucs_rcache_region_put, rcache);
+    ucs_rcache_stock_region_f fn = UCS_RCACHE_STOCK_NEXT(
+        ucs_rcache_stock_region_f, ucs_rcache_region_put, rcache);
 
     if (fn != NULL) {
         fn(rcache, region);
@@ -119,9 +119,8 @@ void ucs_rcache_stock_next_put(ucs_rcache_t *rcache,
 void ucs_rcache_stock_next_hold(ucs_rcache_t *rcache,
                                 ucs_rcache_region_t *region)
 {
-    ucs_rcache_stock_region_f fn =
-            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_region_f,
-                                  ucs_rcache_region_hold, rcache);
+    ucs_rcache_stock_region_f fn = UCS_RCACHE_STOCK_NEXT(
+        ucs_rcache_stock_region_f, ucs_rcache_region_hold, rcache);
 
     if (fn != NULL) {
         fn(rcache, region);
@@ -133,9 +132,8 @@ void ucs_rcache_stock_next_invalidate(ucs_rcache_t *rcache,
                                       ucs_rcache_invalidate_comp_func_t cb,
                                       void *arg)
 {
-    ucs_rcache_stock_inv_f fn =
-            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_inv_f,
-                                  ucs_rcache_region_invalidate, rcache);
+    ucs_rcache_stock_inv_f fn = UCS_RCACHE_STOCK_NEXT(
+        ucs_rcache_stock_inv_f, ucs_rcache_region_invalidate, rcache);
 
     if (fn != NULL) {
         fn(rcache, region, cb, arg);
@@ -144,9 +142,8 @@ void ucs_rcache_stock_next_invalidate(ucs_rcache_t *rcache,
 
 void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache)
 {
-    ucs_rcache_stock_destroy_f fn =
-            UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_destroy_f,
-                                  ucs_rcache_destroy, rcache);
+    ucs_rcache_stock_destroy_f fn = UCS_RCACHE_STOCK_NEXT(
+        ucs_rcache_stock_destroy_f, ucs_rcache_destroy, rcache);
 
     if (fn != NULL) {
         fn(rcache);
@@ -159,24 +156,24 @@ void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache)
 #define UCS_RCACHE_STOCK_REPORTED 64
 
 typedef struct ucs_rcache_stock_entry {
-    ucs_rcache_t       *rcache; /* NULL once destroyed: stats then final */
-    char               name[64];
+    ucs_rcache_t *rcache; /* NULL once destroyed: stats then final */
+    char name[64];
     ucs_rcache_stats_t stats;
 } ucs_rcache_stock_entry_t;
 
 static pthread_mutex_t ucs_rcache_stock_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t  ucs_rcache_stock_once = PTHREAD_ONCE_INIT;
-static int             ucs_rcache_stock_wanted;
-static unsigned        ucs_rcache_stock_count;   /* entries used */
-static unsigned long   ucs_rcache_stock_untracked;
-static ucs_rcache_stock_entry_t ucs_rcache_stock_entries[UCS_RCACHE_STOCK_REPORTED];
+static pthread_once_t ucs_rcache_stock_once  = PTHREAD_ONCE_INIT;
+static int ucs_rcache_stock_wanted;
+static unsigned ucs_rcache_stock_count; /* entries used */
+static unsigned long ucs_rcache_stock_untracked;
+static ucs_rcache_stock_entry_t
+    ucs_rcache_stock_entries[UCS_RCACHE_STOCK_REPORTED];
 
 static const ucs_config_field_t ucs_rcache_stock_stats_field[] = {
     {"UCM_RCACHE_STATS", "no",
-     "Print every registration cache's statistics at exit",
-     0, UCS_CONFIG_TYPE_BOOL, NULL},
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
+     "Print every registration cache's statistics at exit", 0,
+     UCS_CONFIG_TYPE_BOOL, NULL},
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static void ucs_rcache_stock_stats_error(const char *var, const char *value,
                                          const char *accepted, void *arg)
@@ -210,15 +207,16 @@ static void ucs_rcache_stock_print_all(void)
     for (i = 0; i < ucs_rcache_stock_count; ++i) {
         entry = &ucs_rcache_stock_entries[i];
         if (entry->rcache == NULL) {
-            ucs_rcache_stock_print_one(entry->name, "destroyed",
-                                       &entry->stats);
+            ucs_rcache_stock_print_one(entry->name, "destroyed", &entry->stats);
         } else if (ucs_rcache_query_stats(entry->rcache, &stats) == UCS_OK) {
             ucs_rcache_stock_print_one(entry->name, "live", &stats);
         }
     }
     if (ucs_rcache_stock_untracked != 0) {
-        fprintf(stderr, "[ucm_rcache] pid %d: %lu more cache(s) not "
-                "reported\n", (int)getpid(), ucs_rcache_stock_untracked);
+        fprintf(stderr,
+                "[ucm_rcache] pid %d: %lu more cache(s) not "
+                "reported\n",
+                (int)getpid(), ucs_rcache_stock_untracked);
     }
     pthread_mutex_unlock(&ucs_rcache_stock_lock);
 
