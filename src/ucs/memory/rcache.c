@@ -398,17 +398,21 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     size_t align_mask;
     unsigned id;
 
-    if (UCS_RCACHE_FOREIGN(rcache)) {
-        return ucs_rcache_stock_next_get(rcache, address, length, prot, arg,
-                                         region_p);
-    }
     /* a zero length or an overflow: the end is not above the address;
      * unknown protection bits are refused on the way to a registration
      * (ucs_rcache_get_miss) */
     if (ucs_unlikely((rcache == NULL) || (address == NULL) ||
                      (region_p == NULL) ||
                      ((uintptr_t)address + length <= (uintptr_t)address))) {
+        if ((rcache != NULL) && UCS_RCACHE_FOREIGN(rcache)) {
+            return ucs_rcache_stock_next_get(rcache, address, length, prot,
+                                             arg, region_p);
+        }
         return ucs_rcache_get_check(rcache, address, length, region_p);
+    }
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        return ucs_rcache_stock_next_get(rcache, address, length, prot, arg,
+                                         region_p);
     }
 
     align_mask = rcache->hot.align_mask;
@@ -449,13 +453,40 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                      region_p);
 }
 
+/* A NULL argument of hold or put: one log line, nothing else. */
+static UCS_F_NOINLINE void ucs_rcache_region_null(const char *func,
+                                                  ucs_rcache_t *rcache)
+{
+    ucs_rcache_error("%s: NULL %s", func, (rcache == NULL) ? "rcache" :
+                                                             "region");
+}
+
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
+    if (ucs_unlikely((rcache == NULL) || (region == NULL))) {
+        ucs_rcache_region_null("ucs_rcache_region_hold", rcache);
+        return;
+    }
     if (UCS_RCACHE_FOREIGN(rcache)) {
         ucs_rcache_stock_next_hold(rcache, region);
         return;
     }
     ucs_rcache_atomic_add(&region->refcount, 1);
+}
+
+/* A put of another library's region (rcache_stock.c): its count is
+ * decremented already, the first step of that library's put too; the last
+ * reference is given back and the put handed on whole.  Reached because
+ * the word at hot.pending_count's offset is not 0 in that library's cache
+ * object (UCX 1.13's params.context), or the count dropped to 0. */
+static UCS_F_NOINLINE void ucs_rcache_put_foreign(ucs_rcache_t *rcache,
+                                                  ucs_rcache_region_t *region,
+                                                  int released)
+{
+    if (released) {
+        ucs_rcache_atomic_add(&region->refcount, 1);
+        ucs_rcache_stock_next_put(rcache, region);
+    }
 }
 
 /* After a put: the release of a region that lost its last reference, and
@@ -464,10 +495,14 @@ static UCS_F_NOINLINE void ucs_rcache_put_done(ucs_rcache_t *rcache,
                                                ucs_rcache_region_t *region,
                                                int released)
 {
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_put_foreign(rcache, region, released);
+        return;
+    }
     if (released) {
         ucs_rcache_region_release(rcache, region);
     }
-    if (ucs_rcache_atomic_load(&rcache->pending_count) != 0) {
+    if (ucs_rcache_atomic_load(&rcache->hot.pending_count) != 0) {
         ucs_rcache_purge(rcache);
     }
 }
@@ -487,10 +522,12 @@ UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
     ucs_rcache_slot_t *slot;
     unsigned id;
 
-    if (UCS_RCACHE_FOREIGN(rcache)) {
-        ucs_rcache_stock_next_put(rcache, region);
+    if (ucs_unlikely((rcache == NULL) || (region == NULL))) {
+        ucs_rcache_region_null("ucs_rcache_region_put", rcache);
         return;
     }
+    /* another library's cache (rcache_stock.c) is told apart in
+     * ucs_rcache_put_done(), which its put always reaches */
     /* a leased region (its count carries UCS_RCACHE_LEASE_BIAS): the
      * owner's references count in its slot */
     if (ucs_unlikely(__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
@@ -512,7 +549,7 @@ UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
         return;
     }
 out:
-    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->pending_count) != 0)) {
+    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->hot.pending_count) != 0)) {
         ucs_rcache_put_done(rcache, region, 0);
     }
 }
@@ -524,13 +561,12 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
 {
     ucs_rcache_comp_t *comp = NULL;
 
-    if (UCS_RCACHE_FOREIGN(rcache)) {
-        ucs_rcache_stock_next_invalidate(rcache, region, cb, arg);
+    if ((rcache == NULL) || (region == NULL)) {
+        ucs_rcache_region_null("ucs_rcache_region_invalidate", rcache);
         return;
     }
-    if ((rcache == NULL) || (region == NULL)) {
-        ucs_rcache_error("ucs_rcache_region_invalidate: NULL %s",
-                         (rcache == NULL) ? "rcache" : "region");
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_stock_next_invalidate(rcache, region, cb, arg);
         return;
     }
     if (cb != NULL) {

@@ -131,7 +131,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     rcache->params         = *params;
     rcache->hot.align_mask = params->alignment - 1;
     rcache->hot.hdr_offset = (params->region_struct_size + 7) & ~(size_t)7;
-    rcache->hot.magic      = UCS_RCACHE_MAGIC;
+    rcache->hot.self       = rcache;
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
@@ -247,14 +247,14 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_slabs_free(rcache);
     ucs_range_index_cleanup(&rcache->index);
     ucs_rcache_hints_free(rcache);
-    rcache->hot.magic = 0;
+    rcache->hot.self = NULL;
     free(rcache);
     return UCS_OK;
 }
 
 void ucs_rcache_destroy(ucs_rcache_t *rcache)
 {
-    if (UCS_RCACHE_FOREIGN(rcache)) {
+    if ((rcache != NULL) && UCS_RCACHE_FOREIGN(rcache)) {
         ucs_rcache_stock_next_destroy(rcache);
         return;
     }

@@ -54,11 +54,6 @@
  * huge page of regions: blocks of a huge page), freed at destroy. */
 #define UCS_RCACHE_SLAB_REGIONS 64
 
-/* ucs_rcache_t::hot.magic of a live cache of this library: not a canonical
- * x86-64 address, so no pointer field of another library's cache object
- * (rcache_stock.c) reads as it. */
-#define UCS_RCACHE_MAGIC 0x8a5c0de5ca4eb10cull
-
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
@@ -156,13 +151,20 @@ typedef struct ucs_rcache_hints {
 } ucs_rcache_hints_t;
 
 struct ucs_rcache {
-    /* read by every hit, written only at create: a cache line of its own */
+    /* read by every hit, written at create and (pending_count) when an
+     * unmap or an invalidation leaves a tombstone: a cache line of its own */
     struct {
         size_t          align_mask;  /* params.alignment - 1 */
         unsigned        check_pfn;   /* pages to check on hits, 0: off */
         size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
         ucs_rcache_hints_t *hints;   /* atomic: grown, see above */
-        uint64_t        magic;       /* UCS_RCACHE_MAGIC while it lives */
+        struct ucs_rcache *self;     /* the cache's own address while it
+                                        lives: another library's cache
+                                        object (rcache_stock.c) does not
+                                        hold its own address here */
+        unsigned long   pending_count; /* pending + orphans, read without
+                                          lock (atomic); every put reads it,
+                                          see rcache.c */
     } __attribute__((aligned(64))) hot;
     uintptr_t           lock __attribute__((aligned(64))); /* owner
                                         (ucs_rcache_self()), 0: free */
@@ -183,8 +185,6 @@ struct ucs_rcache {
     ucs_list_link_t     pending;     /* tombstones still in the index */
     ucs_list_link_t     orphans;     /* out of the index, last lease
                                         dropped under the lock: release */
-    unsigned long       pending_count; /* pending + orphans, read without
-                                          lock (atomic) */
     size_t              unreleased_size; /* bytes of pending tombstones */
     struct {
         pthread_t       thread;
@@ -427,8 +427,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 #ifdef UCS_RCACHE_STOCK_ABI
 #define UCS_RCACHE_STOCK 1
 #define UCS_RCACHE_FOREIGN(_rcache) \
-    ucs_unlikely(((_rcache) != NULL) && \
-                 ((_rcache)->hot.magic != UCS_RCACHE_MAGIC))
+    ucs_unlikely((_rcache)->hot.self != (_rcache)) /* not NULL */
 ucs_status_t ucs_rcache_stock_next_get(ucs_rcache_t *rcache, void *address,
                                        size_t length, int prot, void *arg,
                                        ucs_rcache_region_t **region_p);
@@ -515,7 +514,7 @@ static inline int ucs_rcache_over_limits(ucs_rcache_t *rcache,
 static inline void ucs_rcache_purge_locked(ucs_rcache_t *rcache,
                                            ucs_list_link_t *dead)
 {
-    if (rcache->pending_count != 0) {
+    if (rcache->hot.pending_count != 0) {
         ucs_rcache_purge_pending_locked(rcache, dead);
     }
 }

@@ -41,7 +41,7 @@ void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
     rcache->total_size -= ucs_rcache_region_size(region);
     rcache->unreleased_size += ucs_rcache_region_size(region);
     ucs_list_add_tail(&rcache->pending, &region->tmp_list);
-    ucs_rcache_atomic_store(&rcache->pending_count, rcache->pending_count + 1);
+    ucs_rcache_atomic_store(&rcache->hot.pending_count, rcache->hot.pending_count + 1);
 }
 
 void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
@@ -71,7 +71,7 @@ void ucs_rcache_purge_pending_locked(ucs_rcache_t *rcache,
     ucs_list_head_init(&rcache->pending);
     ucs_list_splice_tail(dead, &rcache->orphans);
     rcache->unreleased_size = 0;
-    ucs_rcache_atomic_store(&rcache->pending_count, 0);
+    ucs_rcache_atomic_store(&rcache->hot.pending_count, 0);
 }
 
 static UCS_F_ALWAYS_INLINE void

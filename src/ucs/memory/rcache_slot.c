@@ -131,8 +131,8 @@ void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache,
     if (ucs_rcache_lease_fold(rcache, slot, &region) == 0) {
         /* released by the next purge, outside the lock */
         ucs_list_add_tail(&rcache->orphans, &region->tmp_list);
-        ucs_rcache_atomic_store(&rcache->pending_count,
-                                rcache->pending_count + 1);
+        ucs_rcache_atomic_store(&rcache->hot.pending_count,
+                                rcache->hot.pending_count + 1);
     }
 }
 

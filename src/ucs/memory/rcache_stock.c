@@ -9,7 +9,11 @@
  *  - calls for a cache that is not ours go on to the next definition (the
  *    one of Debian's libucs): libucs calls its own entry points through its
  *    PLT (its ucs_rcache_get holds regions with ucs_rcache_region_hold), so
- *    a cache created by libucs itself reaches these entry points too;
+ *    a cache created by libucs itself reaches these entry points too
+ *    (told apart by hot.self, which such an object does not hold; a put
+ *    that is not the region's last reference only decrements its count,
+ *    which leaves that library's LRU order as it was: the checks stay off
+ *    the put's fast path);
  *  - UCM_RCACHE_STATS=y prints every cache's statistics at exit (also of
  *    the caches destroyed before it) and what the userfaultfd monitor did.
  */
