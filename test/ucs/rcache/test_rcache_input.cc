@@ -37,6 +37,31 @@ TEST_F(rcache_input, bad_get_arguments)
     munmap(buf, page_size);
 }
 
+TEST_F(rcache_input, null_hold_put_invalidate_are_refused)
+{
+    ASSERT_EQ(UCS_OK, create());
+    char *buf = (char*)map(1);
+    test_region *a = get(buf, page_size);
+    ASSERT_TRUE(a);
+
+    /* each is one log line and no change to the region */
+    ucs_rcache_region_hold(nullptr, &a->super);
+    ucs_rcache_region_hold(m_rcache, nullptr);
+    ucs_rcache_region_put(nullptr, &a->super);
+    ucs_rcache_region_put(m_rcache, nullptr);
+    ucs_rcache_region_invalidate(nullptr, &a->super, nullptr, nullptr);
+    ucs_rcache_region_invalidate(m_rcache, nullptr, nullptr, nullptr);
+    EXPECT_EQ(1u, regs.load());
+    EXPECT_EQ(0u, deregs.load());
+
+    /* the region's one reference is still the caller's */
+    ucs_rcache_region_invalidate(m_rcache, &a->super, nullptr, nullptr);
+    EXPECT_EQ(0u, deregs.load());
+    put(a);
+    EXPECT_EQ(1u, deregs.load());
+    munmap(buf, page_size);
+}
+
 TEST_F(rcache_input, prot_the_mapping_lacks)
 {
     ASSERT_EQ(UCS_OK, create());
