@@ -474,31 +474,12 @@ void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     ucs_rcache_atomic_add(&region->refcount, 1);
 }
 
-/* A put of another library's region (rcache_stock.c): its count is
- * decremented already, the first step of that library's put too; the last
- * reference is given back and the put handed on whole.  Reached because
- * the word at hot.pending_count's offset is not 0 in that library's cache
- * object (UCX 1.13's params.context), or the count dropped to 0. */
-static UCS_F_NOINLINE void ucs_rcache_put_foreign(ucs_rcache_t *rcache,
-                                                  ucs_rcache_region_t *region,
-                                                  int released)
-{
-    if (released) {
-        ucs_rcache_atomic_add(&region->refcount, 1);
-        ucs_rcache_stock_next_put(rcache, region);
-    }
-}
-
 /* After a put: the release of a region that lost its last reference, and
  * the purge of pending tombstones (out of line: the put stays a leaf). */
 static UCS_F_NOINLINE void ucs_rcache_put_done(ucs_rcache_t *rcache,
                                                ucs_rcache_region_t *region,
                                                int released)
 {
-    if (UCS_RCACHE_FOREIGN(rcache)) {
-        ucs_rcache_put_foreign(rcache, region, released);
-        return;
-    }
     if (released) {
         ucs_rcache_region_release(rcache, region);
     }
@@ -516,20 +497,15 @@ static UCS_F_NOINLINE void ucs_rcache_put_lease_invalid(ucs_rcache_t *rcache,
     ucs_rcache_put_done(rcache, NULL, 0);
 }
 
-UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
-                                     ucs_rcache_region_t *region)
+/* The put's reference: the owner's slot for its leased region (its count
+ * carries UCS_RCACHE_LEASE_BIAS), else the region's count; the last one
+ * releases the region. */
+static UCS_F_ALWAYS_INLINE void
+ucs_rcache_put_ref(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
     ucs_rcache_slot_t *slot;
     unsigned id;
 
-    if (ucs_unlikely((rcache == NULL) || (region == NULL))) {
-        ucs_rcache_region_null("ucs_rcache_region_put", rcache);
-        return;
-    }
-    /* another library's cache (rcache_stock.c) is told apart in
-     * ucs_rcache_put_done(), which its put always reaches */
-    /* a leased region (its count carries UCS_RCACHE_LEASE_BIAS): the
-     * owner's references count in its slot */
     if (ucs_unlikely(__atomic_load_n(&region->refcount, __ATOMIC_RELAXED) >=
                      UCS_RCACHE_LEASE_BIAS / 2)) {
         id = ucs_rcache_tid - 1;
@@ -539,19 +515,43 @@ UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
             ucs_rcache_local_add(&slot->local, -1);
             if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
                 ucs_rcache_put_lease_invalid(rcache, slot);
-                return;
             }
-            goto out;
+            return;
         }
     }
     if (ucs_unlikely(ucs_rcache_atomic_sub(&region->refcount, 1) == 0)) {
         ucs_rcache_put_done(rcache, region, 1);
+    }
+}
+
+/* A put while tombstones wait for their purge, or of another library's
+ * region: that library's cache object (UCX 1.13.1's) has its
+ * params.alignment, never 0, where ours has pending_count, so its puts
+ * come here and are handed on whole (rcache_stock.c). */
+static UCS_F_NOINLINE void ucs_rcache_put_pending(ucs_rcache_t *rcache,
+                                                  ucs_rcache_region_t *region)
+{
+    if (UCS_RCACHE_FOREIGN(rcache)) {
+        ucs_rcache_stock_next_put(rcache, region);
         return;
     }
-out:
-    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->hot.pending_count) != 0)) {
-        ucs_rcache_put_done(rcache, region, 0);
+    ucs_rcache_put_ref(rcache, region);
+    ucs_rcache_put_done(rcache, NULL, 0);
+}
+
+UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
+                                     ucs_rcache_region_t *region)
+{
+    if (ucs_unlikely((rcache == NULL) || (region == NULL))) {
+        ucs_rcache_region_null("ucs_rcache_region_put", rcache);
+        return;
     }
+    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->hot.pending_count) !=
+                     0)) {
+        ucs_rcache_put_pending(rcache, region);
+        return;
+    }
+    ucs_rcache_put_ref(rcache, region);
 }
 
 void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,

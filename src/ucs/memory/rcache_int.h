@@ -155,16 +155,17 @@ struct ucs_rcache {
      * unmap or an invalidation leaves a tombstone: a cache line of its own */
     struct {
         size_t          align_mask;  /* params.alignment - 1 */
-        unsigned        check_pfn;   /* pages to check on hits, 0: off */
+        unsigned long   pending_count; /* pending + orphans, read without
+                                          lock (atomic); every put reads
+                                          it (rcache.c: at this offset
+                                          UCX's cache object is never 0) */
         size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
         ucs_rcache_hints_t *hints;   /* atomic: grown, see above */
         struct ucs_rcache *self;     /* the cache's own address while it
                                         lives: another library's cache
                                         object (rcache_stock.c) does not
                                         hold its own address here */
-        unsigned long   pending_count; /* pending + orphans, read without
-                                          lock (atomic); every put reads it,
-                                          see rcache.c */
+        unsigned        check_pfn;   /* pages to check on hits, 0: off */
     } __attribute__((aligned(64))) hot;
     uintptr_t           lock __attribute__((aligned(64))); /* owner
                                         (ucs_rcache_self()), 0: free */

@@ -10,10 +10,9 @@
  *    one of Debian's libucs): libucs calls its own entry points through its
  *    PLT (its ucs_rcache_get holds regions with ucs_rcache_region_hold), so
  *    a cache created by libucs itself reaches these entry points too
- *    (told apart by hot.self, which such an object does not hold; a put
- *    that is not the region's last reference only decrements its count,
- *    which leaves that library's LRU order as it was: the checks stay off
- *    the put's fast path);
+ *    (told apart by hot.self, which such an object does not hold; its
+ *    puts leave the fast path before they touch the region, see
+ *    ucs_rcache_put_pending());
  *  - UCM_RCACHE_STATS=y prints every cache's statistics at exit (also of
  *    the caches destroyed before it) and what the userfaultfd monitor did.
  */
@@ -46,6 +45,15 @@ UCS_RCACHE_STOCK_AT(ucs_rcache_params_t, flags, 48);
 UCS_RCACHE_STOCK_AT(ucs_rcache_params_t, max_unreleased, 72);
 UCS_RCACHE_STOCK_AT(ucs_rcache_ops_t, dump_region, 16);
 _Static_assert(sizeof(ucs_rcache_region_t) == 80, "UCX 1.13.1: 80 bytes");
+/* UCX 1.13.1's cache object begins with its params: its alignment (never 0)
+ * where ours has pending_count sends its puts off the fast path, its ops
+ * pointer is where ours has its own address (rcache.c) */
+_Static_assert(offsetof(ucs_rcache_t, hot.pending_count) ==
+                       offsetof(ucs_rcache_params_t, alignment),
+               "pending_count where UCX has params.alignment");
+_Static_assert(offsetof(ucs_rcache_t, hot.self) ==
+                       offsetof(ucs_rcache_params_t, ops),
+               "self where UCX has params.ops");
 _Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1: 80 bytes");
 
 /* --- calls for another library's cache ---------------------------------- */
