@@ -5,20 +5,106 @@ set -u
 test=$1
 ours=$(cd "$(dirname "$0")/../../src/ucm/.libs" 2>/dev/null && pwd)/libucm.so.0
 [ -n "${BUILD_UCM_DIR:-}" ] && ours=$BUILD_UCM_DIR/libucm.so.0
+ours_rcache=$(cd "$(dirname "$0")/../../src/ucs/.libs" 2>/dev/null && pwd)/libucm_rcache.so.0
+[ -n "${BUILD_UCM_DIR:-}" ] && ours_rcache=$BUILD_UCM_DIR/../../ucs/.libs/libucm_rcache.so.0
+[ -n "${BUILD_UCS_DIR:-}" ] && ours_rcache=$BUILD_UCS_DIR/libucm_rcache.so.0
 stock=${STOCK_UCM:-/usr/lib/x86_64-linux-gnu/libucm.so.0}
 if [ ! -e "$stock" ]; then
     echo "SKIP: stock UCX libucm not installed at $stock (Debian package libucx0)"
     exit 77
 fi
+# compat_stock_abi: the test's output (stdout and stderr, file $1) and the
+# UCM_RCACHE_STATS=y lines in it: one per cache the test names (EXPECT-STATS),
+# the userfaultfd line, and counts the test knows.  Returns 1 on a mismatch.
+check_abi_stats() {
+    local out=$1 name line bad=0 gets
+    for name in $(sed -n 's/^EXPECT-STATS //p' "$out"); do
+        if ! grep -Eq "^\[ucm_rcache\] pid [0-9]+: rcache '$name' \((destroyed|live)\): gets " "$out"; then
+            echo "FAIL: no UCM_RCACHE_STATS line for cache '$name'"; bad=1
+        fi
+    done
+    grep -Eq "^\[ucm_rcache\] pid [0-9]+: userfaultfd " "$out" ||
+        { echo "FAIL: no UCM_RCACHE_STATS userfaultfd line"; bad=1; }
+    # the threads' cache: every get counted, every registration undone
+    line=$(grep "rcache 'abi-threads' (destroyed)" "$out")
+    gets=$(sed -n 's/^EXPECT-GETS abi-threads //p' "$out")
+    if [ -n "$line" ] && [ -n "$gets" ]; then
+        echo "$line" | grep -q ": gets $gets " ||
+            { echo "FAIL: abi-threads: stats do not count $gets gets"; bad=1; }
+        [ "$(echo "$line" | sed 's/.* regs \([0-9]*\) .*/\1/')" = \
+          "$(echo "$line" | sed 's/.* deregs \([0-9]*\) .*/\1/')" ] ||
+            { echo "FAIL: abi-threads: regs != deregs in the stats"; bad=1; }
+    fi
+    # max_regions 4: the stats saw the evictions the test's oracle saw
+    grep "rcache 'abi-lru4' (destroyed)" "$out" | grep -q " evictions [1-9]" ||
+        { echo "FAIL: abi-lru4: no evictions in the stats"; bad=1; }
+    return $bad
+}
+
+# compat_stock_abi, once: preloaded libucm + libucm_rcache, prefix = a
+# command to run it under (valgrind); extra environment in "$@" before it.
+run_abi() {
+    local out r
+    out=$(mktemp /tmp/compat_stock_abi.XXXXXX)
+    # a hang is a failure too (timeout: 124)
+    timeout -k 5 120 env "$@" UCM_RCACHE_STATS=y \
+        LD_PRELOAD="$ours:$ours_rcache" $abi_prefix "$test" >"$out" 2>&1
+    r=$?
+    [ $r -eq 124 ] && echo "FAIL: $test did not finish in 120 s"
+    cat "$out"
+    if [ $r -eq 0 ]; then
+        check_abi_stats "$out" || r=1
+    fi
+    rm -f "$out"
+    return $r
+}
+
 rc=0
 for mode in bistro reloc; do
     echo "--- $test, UCX_MEM_MMAP_HOOK_MODE=$mode"
     case "$test" in
     *compat_stock_rcache)
         UCX_MEM_MMAP_HOOK_MODE=$mode LD_PRELOAD=$ours "$test" || rc=1 ;;
+    *compat_stock_abi)
+        if [ ! -e "$ours_rcache" ]; then
+            echo "FAIL: $ours_rcache not built"; exit 1
+        fi
+        abi_prefix= run_abi UCX_MEM_MMAP_HOOK_MODE=$mode || rc=1 ;;
     *compat_two_libucm)
         UCX_MEM_MMAP_HOOK_MODE=$mode "$test" "$ours" "$stock"
         r=$?; [ $r -eq 77 ] && exit 77; [ $r -eq 0 ] || rc=1 ;;
     esac
 done
+
+# compat_stock_abi under valgrind (memory errors exit 99), once, fewer thread
+# iterations: userfaultfd is not available there (the monitor falls back to
+# the hooks, the raw-munmap sub-case says it is skipped)
+case "$test" in
+*compat_stock_abi)
+    if ! command -v valgrind >/dev/null 2>&1; then
+        echo "--- $test under valgrind: skipped: valgrind not installed"
+    else
+        echo "--- $test under valgrind, UCX_MEM_MMAP_HOOK_MODE=reloc"
+        abi_prefix="valgrind -q --error-exitcode=99 --leak-check=no"
+        run_abi UCX_MEM_MMAP_HOOK_MODE=reloc UCX_MEM_UFFD=try \
+                COMPAT_ABI_ITERS=20000
+        r=$?
+        if [ $r -eq 99 ]; then
+            echo "FAIL: valgrind reported memory errors"; rc=1
+        elif [ $r -ne 0 ]; then
+            echo "FAIL: under valgrind (exit status $r)"; rc=1
+        fi
+    fi
+    # opt-in: against a sanitizer build (contrib/build.sh DIR
+    # --enable-sanitizers) with libasan preloaded first; leak checking off:
+    # a cache destroyed with a held region is leaked on purpose (case 5)
+    if [ -n "${COMPAT_SAN_BUILD:-}" ]; then
+        asan=$(${CC:-gcc} -print-file-name=libasan.so)
+        echo "--- $test with ASan: $COMPAT_SAN_BUILD, $asan"
+        abi_prefix=
+        ours=$COMPAT_SAN_BUILD/src/ucm/.libs/libucm.so.0
+        ours_rcache=$COMPAT_SAN_BUILD/src/ucs/.libs/libucm_rcache.so.0
+        ours="$asan:$ours" run_abi ASAN_OPTIONS=detect_leaks=0 || rc=1
+    fi ;;
+esac
 exit $rc
