@@ -56,9 +56,25 @@ tools_smoke() {
         "$b/src/tools/ucm_bench_uffd" --quick
 }
 
+# The stock-ABI preload (libucm_rcache.so.0) of the sanitizer build under
+# the uninstrumented stock-UCX test of build/ (libasan preloaded first; the
+# compat tests are not built in build-san), when Debian's UCX is there.
+san_stock_abi() {
+    if [ ! -x "$top/build/test/compat/compat_stock_abi" ]; then
+        echo "stock-ABI test under ASan: skipped: compat_stock_abi not built (no Debian UCX headers)"
+        return 0
+    fi
+    COMPAT_SAN_BUILD="$top/build-san" \
+        make -C "$top/build/test/compat" check TESTS=compat_stock_abi
+}
+
+san_check() {
+    check_in "$top/build-san" --enable-sanitizers && san_stock_abi
+}
+
 stage "build + check (bistro, reloc, jemalloc, tcmalloc)" check_in "$top/build"
 if [ $quick -eq 0 ]; then
-    stage "ASan+UBSan build + check" check_in "$top/build-san" --enable-sanitizers
+    stage "ASan+UBSan build + check" san_check
     stage "valgrind" make -C "$top/build" check-valgrind
 fi
 stage "tools smoke (ucm_info, benchmark)" tools_smoke
