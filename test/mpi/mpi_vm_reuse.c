@@ -19,6 +19,13 @@
  *   shmdt   SysV segment shmat / shmdt / another segment shmat at the address
  *   brk     heap block at the top of the heap; free() trims the heap (brk
  *           shrinks, glibc-internal), malloc() grows it again
+ * and, only when named with -v (they bypass libc, so that no hook can see
+ * them: only a userfaultfd monitor of the registered pages does):
+ *   rawmunmap   mmap / syscall(SYS_munmap) / syscall(SYS_mmap,
+ *               MAP_FIXED_NOREPLACE) at the same address
+ *   madvise     private anonymous mmap; syscall(SYS_madvise, MADV_DONTNEED)
+ *               drops its pages (the address stays mapped, the next write
+ *               faults in new zero pages), then the new contents are written
  * Rank 1 receives into a fixed buffer and reports, per send, whether it got
  * the new contents, the previous generation's (stale) or neither.
  *
@@ -28,6 +35,7 @@
  * is reported as not tested, never as passed.
  *
  * Usage: mpirun -np 2 mpi_vm_reuse [-s SIZE] [-g GENERATIONS] [-v LIST]
+ * (LIST: comma-separated names, default the first five; "all": every one)
  * Output: one "variant NAME: RESULT ..." line per variant on rank 0.
  * Exit status (rank 0): 0 every variant OK; 1 some receiver got wrong data;
  * 3 some variant could not be tested (address not reused / not released);
@@ -44,6 +52,7 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,6 +95,7 @@ typedef struct reuse_variant {
     int (*replace)(reuse_buf_t *b, size_t size, int vid, int gen,
                    int *released);
     void (*dispose)(reuse_buf_t *b, size_t size);
+    int by_default; /* run without -v */
 } reuse_variant_t;
 
 /* The word at index i of generation gen of variant vid. */
@@ -162,6 +172,46 @@ static int reuse_mmap_replace(reuse_buf_t *b, size_t size, int vid, int gen,
 static void reuse_mmap_dispose(reuse_buf_t *b, size_t size)
 {
     munmap(b->addr, size);
+}
+
+/* --- rawmunmap: the system calls without libc (no hook sees them) --- */
+static int reuse_rawmunmap_replace(reuse_buf_t *b, size_t size, int vid,
+                                   int gen, int *released)
+{
+    void *p;
+
+    if (syscall(SYS_munmap, b->addr, size) != 0) {
+        return -1;
+    }
+    *released = reuse_page_unmapped((uintptr_t)b->addr, b->page);
+    p         = (void *)syscall(SYS_mmap, b->addr, size,
+                                PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                                -1, 0);
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    b->addr = p;
+    reuse_fill(p, size, vid, gen);
+    return 0;
+}
+
+/* --- madvise: MADV_DONTNEED by system call, new pages at the address --- */
+static int reuse_madvise_replace(reuse_buf_t *b, size_t size, int vid,
+                                 int gen, int *released)
+{
+    unsigned char vec = 1;
+
+    if (syscall(SYS_madvise, b->addr, size, MADV_DONTNEED) != 0) {
+        return -1;
+    }
+    /* still mapped, but the page is no longer present: the pages that were
+     * registered are gone from the address (and the old contents with
+     * them, as far as the process can see) */
+    *released = (mincore(b->addr, b->page, &vec) == 0) && !(vec & 1) &&
+                (*(volatile uint64_t *)b->addr == 0);
+    reuse_fill(b->addr, size, vid, gen);
+    return 0;
 }
 
 /* --- free (glibc mmap()ed block) --- */
@@ -303,11 +353,16 @@ static int reuse_brk_replace(reuse_buf_t *b, size_t size, int vid, int gen,
 }
 
 static const reuse_variant_t reuse_variants[] = {
-    {"munmap", reuse_mmap_acquire, reuse_mmap_replace, reuse_mmap_dispose},
-    {"free", reuse_malloc_acquire, reuse_free_replace, reuse_free_dispose},
-    {"mremap", reuse_mmap_acquire, reuse_mremap_replace, reuse_mmap_dispose},
-    {"shmdt", reuse_shm_acquire, reuse_shm_replace, reuse_shm_dispose},
-    {"brk", reuse_malloc_acquire, reuse_brk_replace, reuse_free_dispose},
+    {"munmap", reuse_mmap_acquire, reuse_mmap_replace, reuse_mmap_dispose, 1},
+    {"free", reuse_malloc_acquire, reuse_free_replace, reuse_free_dispose, 1},
+    {"mremap", reuse_mmap_acquire, reuse_mremap_replace, reuse_mmap_dispose,
+     1},
+    {"shmdt", reuse_shm_acquire, reuse_shm_replace, reuse_shm_dispose, 1},
+    {"brk", reuse_malloc_acquire, reuse_brk_replace, reuse_free_dispose, 1},
+    {"rawmunmap", reuse_mmap_acquire, reuse_rawmunmap_replace,
+     reuse_mmap_dispose, 0},
+    {"madvise", reuse_mmap_acquire, reuse_madvise_replace, reuse_mmap_dispose,
+     0},
 };
 #define REUSE_NUM_VARIANTS                                                     \
     ((int)(sizeof(reuse_variants) / sizeof(reuse_variants[0])))
@@ -432,12 +487,16 @@ static void reuse_receiver(int vid, size_t size, int gens, void *rbuf)
     }
 }
 
-static int reuse_selected(const char *list, const char *name)
+static int reuse_selected(const char *list, const reuse_variant_t *v)
 {
-    size_t len = strlen(name);
+    const char *name = v->name;
+    size_t len       = strlen(name);
     const char *p;
 
     if (list == NULL) {
+        return v->by_default;
+    }
+    if (!strcmp(list, "all")) {
         return 1;
     }
     for (p = list; (p = strstr(p, name)) != NULL; p += len) {
@@ -481,7 +540,8 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: mpirun -np 2 %s [-s SIZE (8..1G)] "
-                "[-g GENERATIONS (>=2)] [-v munmap,free,mremap,shmdt,brk]\n",
+                "[-g GENERATIONS (>=2)] "
+                "[-v all|munmap,free,mremap,shmdt,brk,rawmunmap,madvise]\n",
                 argv[0]);
         }
         MPI_Finalize();
@@ -497,7 +557,7 @@ int main(int argc, char **argv)
                gens);
     }
     for (vid = 0; vid < REUSE_NUM_VARIANTS; ++vid) {
-        if (!reuse_selected(list, reuse_variants[vid].name)) {
+        if (!reuse_selected(list, &reuse_variants[vid])) {
             continue;
         }
         MPI_Barrier(MPI_COMM_WORLD);
