@@ -145,6 +145,13 @@ assert_ours() {
     grep -q "ep_cfg\[[0-9]*\]: tag(rc_verbs/$dev:1)" "$log" || fail "$name: the ranks did not talk over rc_verbs/$dev:1"
     n=$(grep -c "at exit: handler #[0-9]* libucs.* priority $prio (removed): VM_UNMAPPED=[1-9]" "$log")
     [ "$n" -eq 2 ] || fail "$name: UCX's IB rcache handler did not get VM_UNMAPPED events in both ranks"
+    assert_source "$name" "$hooks"
+}
+
+# assert_source NAME HOOKS: who fed the events in both ranks: Open MPI's
+# patcher through ucm_vm_munmap (HOOKS 1), or our bistro hooks (0)
+assert_source() {
+    local name=$1 hooks=$2 log="$work/$1.log" n
     if [ "$hooks" = 1 ]; then
         n=$(grep -c "at exit: hooks [a-z]*, external events VM_UNMAPPED, ucm_vm_munmap calls [1-9]" "$log")
         [ "$n" -eq 2 ] || fail "$name: Open MPI's patcher did not feed ucm_vm_munmap in both ranks"
@@ -206,13 +213,7 @@ assert_rcache() {
             echo "  $name: variant $v not asserted: userfaultfd monitor not active in both ranks ($uf)"
         fi
     done
-    if [ "$hooks" = 1 ]; then
-        n=$(grep -c "at exit: hooks [a-z]*, external events VM_UNMAPPED, ucm_vm_munmap calls [1-9]" "$log")
-        [ "$n" -eq 2 ] || fail "$name: Open MPI's patcher did not feed ucm_vm_munmap in both ranks"
-    else
-        n=$(grep -c "at exit: hooks bistro, external events none" "$log")
-        [ "$n" -eq 2 ] || fail "$name: our bistro hooks were not the event source in both ranks"
-    fi
+    assert_source "$name" "$hooks"
 }
 
 # assert_blind NAME: the negative control: our cache in use, its event
