@@ -240,16 +240,26 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
     int install_events, add_events, wrapped;
     ucs_status_t status;
 
-    if (!ucm_global_opts.enable_events) {
+    if (events & ~(UCM_EVENT_ALL | UCM_EVENT_FLAGS)) {
+        ucm_error("ucm_set_event_handler: unknown events 0x%x",
+                  events & ~(UCM_EVENT_ALL | UCM_EVENT_FLAGS));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    /* as in UCX 1.13: any bit set needs events on; a handler of no event
+     * is accepted and kept nowhere (nothing would reach it) */
+    if ((events != 0) && !ucm_global_opts.enable_events) {
         ucm_debug("events are disabled (UCX_MEM_EVENTS=n): handler %p not set",
                   cb);
         return UCS_ERR_UNSUPPORTED;
     }
-    if ((cb == NULL) ||
-        !(events & (UCM_EVENT_MMAP_FAMILY | UCM_EVENT_MEM_TYPE_ALLOC |
-                    UCM_EVENT_MEM_TYPE_FREE))) {
-        ucm_error("ucm_set_event_handler: invalid arguments (events 0x%x, "
-                  "cb %p)", events, cb);
+    if (!(events & UCM_EVENT_ALL)) {
+        ucm_debug("handler %p arg %p of no event (0x%x): nothing to add", cb,
+                  arg, events);
+        return UCS_OK;
+    }
+    if (cb == NULL) {
+        ucm_error("ucm_set_event_handler: NULL callback (events 0x%x)",
+                  events);
         return UCS_ERR_INVALID_PARAM;
     }
 

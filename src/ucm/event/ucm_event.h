@@ -35,6 +35,12 @@ struct ucm_event_list {
      UCM_EVENT_MADVISE | UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED | \
      UCM_EVENT_VM_UNMAPPED)
 
+/* Every event a handler may ask for, and the flags that may come with them
+ * in ucm_set_event_handler(). */
+#define UCM_EVENT_ALL \
+    (UCM_EVENT_MMAP_FAMILY | UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE)
+#define UCM_EVENT_FLAGS (UCM_EVENT_FLAG_NO_INSTALL | UCM_EVENT_FLAG_EXISTING_ALLOC)
+
 /* Must be called inside a read section; returns the current list. */
 static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_event_list_get(void)
 {

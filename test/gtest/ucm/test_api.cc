@@ -245,8 +245,19 @@ TEST_F(Api, InvalidArguments)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, NULL, NULL));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucm_set_event_handler(UCM_EVENT_FLAG_NO_INSTALL, 0, count_cb,
-                                    NULL));
+              ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED | (1 << 30), 0,
+                                    count_cb, NULL));
+}
+
+/* UCX 1.13's semantics: a handler of no event is accepted (and reached by
+ * nothing); flags alone are no event */
+TEST_F(Api, HandlerOfNoEventIsAccepted)
+{
+    EXPECT_EQ(UCS_OK, ucm_set_event_handler(0, 0, count_cb, NULL));
+    EXPECT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_FLAG_NO_INSTALL, 0,
+                                            count_cb, NULL));
+    ucm_unset_event_handler(0, count_cb, NULL);
+    ucm_unset_event_handler(UCM_EVENT_FLAG_NO_INSTALL, count_cb, NULL);
 }
 
 /* ---- priorities ---- */
@@ -704,9 +715,13 @@ TEST(Disabled, EnableEventsOffInForkedChild)
         ucm_global_config_t opts = ucm_global_opts;
         opts.enable_events       = 0;
         ucm_set_global_opts(&opts);
+        /* a handler of no event is still accepted (UCX 1.13: its test
+         * malloc_hook_test_no_events.empty_event) */
         int ok = (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, dummy_cb,
                                         NULL) == UCS_ERR_UNSUPPORTED) &&
+                 (ucm_set_event_handler(0, 0, dummy_cb, NULL) == UCS_OK) &&
                  (ucm_hooks_install() == UCS_ERR_UNSUPPORTED);
+        ucm_unset_event_handler(0, dummy_cb, NULL);
         _exit(ok ? 0 : 1);
     }
     ASSERT_GT(pid, 0);
@@ -716,7 +731,7 @@ TEST(Disabled, EnableEventsOffInForkedChild)
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(0, WEXITSTATUS(status))
             << "ucm_set_event_handler() with enable_events=0 did not return "
-               "UCS_ERR_UNSUPPORTED";
+               "UCS_ERR_UNSUPPORTED (or refused a handler of no event)";
 }
 
 UCMT_CHILD_SCENARIO(expect_unsupported)
