@@ -16,7 +16,7 @@
 # below; UCM_RCACHE_STATS=y), asserted:
 #   - opal_mem_hooks 0 and 1: every variant gets the new contents, and our
 #     cache (the IB md's, named after the device) registered in both ranks;
-#     with 0 also the variants that bypass libc (mpi_vm_reuse -v rawmunmap,
+#     both also with the variants that bypass libc (mpi_vm_reuse -v rawmunmap,
 #     madvise: raw system calls no hook sees), which only our userfaultfd
 #     monitor reports, when the VM kernel lets it run ('userfaultfd active'
 #     in the statistics; otherwise the reason is printed and they are not
@@ -247,7 +247,7 @@ fi
 # ours + our registration cache (and, with hooks 0, the raw variants too)
 t1=$SECONDS
 case_variants=all mpirun_case rc-h0 0 yes bistro rcache
-mpirun_case rc-h1 1 yes bistro rcache
+case_variants=all mpirun_case rc-h1 1 yes bistro rcache
 # the raw variants: Debian's libucm/libucs (reported), and our cache with
 # the userfaultfd monitor off (negative control)
 case_variants=rawmunmap,madvise mpirun_case stock-h0-raw 0 yes bistro stock
@@ -263,7 +263,7 @@ summary ours-h0 ours-h1 stock-h0 stock-h1 ours-h0-noevents ours-h1-noevents \
 echo "raw system calls (libc bypassed):"
 printf '%-22s %-5s %-7s %-7s %-4s %s\n' case exit rawmunm madvise ompi "rcache-VM_UNMAPPED(rank0/1)  libucm-source"
 summary_vars="rawmunmap madvise"
-summary rc-h0 stock-h0-raw rc-h0-raw-nouffd
+summary rc-h0 rc-h1 stock-h0-raw rc-h0-raw-nouffd
 echo "(ompi 'warn': Open MPI printed \"UCX is unable to handle VM_UNMAP event\"; STALE: the"
 echo " receiver got the previous contents, i.e. a stale registration was used; ABORT: the"
 echo " job died in that variant, '-': not reached; exit 124: timed out)"
