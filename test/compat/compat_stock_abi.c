@@ -59,41 +59,41 @@ _Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1 params size");
 #define ABI_MAGIC 0x5ca1ab1e0ddba11ull
 #define ABI_ERR   "[ucs rcache] error"
 
-#define ABI_CHECK(_cond, ...) \
-    do { \
-        if (!(_cond)) { \
-            printf("FAIL: %s:%d: %s: ", __func__, __LINE__, #_cond); \
-            printf(__VA_ARGS__); \
-            printf("\n"); \
-            fflush(stdout); \
-            return 1; \
-        } \
+#define ABI_CHECK(_cond, ...)                                                  \
+    do {                                                                       \
+        if (!(_cond)) {                                                        \
+            printf("FAIL: %s:%d: %s: ", __func__, __LINE__, #_cond);           \
+            printf(__VA_ARGS__);                                               \
+            printf("\n");                                                      \
+            fflush(stdout);                                                    \
+            return 1;                                                          \
+        }                                                                      \
     } while (0)
 
 /* One cache and what its ops saw. */
 typedef struct abi_cache {
-    const char        *name;
-    ucs_rcache_t      *rcache;
-    long              regs;      /* atomic: mem_reg calls that succeeded */
-    long              deregs;    /* atomic: mem_dereg calls */
-    long              corrupt;   /* atomic: dereg saw user fields changed */
-    int               fail;      /* mem_reg returns UCS_ERR_IO_ERROR */
-    struct abi_cache  *nested;   /* mem_reg also gets a region of this one */
+    const char *name;
+    ucs_rcache_t *rcache;
+    long regs;                /* atomic: mem_reg calls that succeeded */
+    long deregs;              /* atomic: mem_dereg calls */
+    long corrupt;             /* atomic: dereg saw user fields changed */
+    int fail;                 /* mem_reg returns UCS_ERR_IO_ERROR */
+    struct abi_cache *nested; /* mem_reg also gets a region of this one */
 } abi_cache_t;
 
 /* The caller's region: the cache's part first, user fields after it. */
 typedef struct abi_region {
     ucs_rcache_region_t super;
-    uint64_t            magic;   /* ABI_MAGIC ^ start, written by mem_reg */
-    uintptr_t           start;   /* super.start at registration */
-    uintptr_t           end;     /* super.end at registration */
-    uint64_t            pfn;     /* first page's frame at registration */
+    uint64_t magic;              /* ABI_MAGIC ^ start, written by mem_reg */
+    uintptr_t start;             /* super.start at registration */
+    uintptr_t end;               /* super.end at registration */
+    uint64_t pfn;                /* first page's frame at registration */
     ucs_rcache_region_t *nested; /* region of abi_cache_t::nested */
-    char                tail[24];
+    char tail[24];
 } abi_region_t;
 
 static size_t page_size;
-static int    have_pfn; /* /proc/self/pagemap gives frame numbers (root) */
+static int have_pfn; /* /proc/self/pagemap gives frame numbers (root) */
 
 static uint64_t abi_pfn(const void *addr)
 {
@@ -112,12 +112,11 @@ static uint64_t abi_pfn(const void *addr)
     return (entry >> 63) ? (entry & ((1ull << 55) - 1)) : 0;
 }
 
-static ucs_status_t abi_mem_reg(void *context, ucs_rcache_t *rcache,
-                                void *arg, ucs_rcache_region_t *region,
-                                uint16_t flags)
+static ucs_status_t abi_mem_reg(void *context, ucs_rcache_t *rcache, void *arg,
+                                ucs_rcache_region_t *region, uint16_t flags)
 {
     abi_cache_t *cache = context;
-    abi_region_t *r    = (abi_region_t*)region;
+    abi_region_t *r    = (abi_region_t *)region;
     ucs_status_t status;
 
     if (cache->fail) {
@@ -126,14 +125,14 @@ static ucs_status_t abi_mem_reg(void *context, ucs_rcache_t *rcache,
     r->magic  = ABI_MAGIC ^ region->super.start;
     r->start  = region->super.start;
     r->end    = region->super.end;
-    r->pfn    = abi_pfn((void*)region->super.start);
+    r->pfn    = abi_pfn((void *)region->super.start);
     r->nested = NULL;
     memset(r->tail, 0x5a, sizeof(r->tail));
     if (cache->nested != NULL) {
-        status = ucs_rcache_get(cache->nested->rcache,
-                                (void*)region->super.start,
-                                region->super.end - region->super.start,
-                                region->prot, NULL, &r->nested);
+        status =
+            ucs_rcache_get(cache->nested->rcache, (void *)region->super.start,
+                           region->super.end - region->super.start,
+                           region->prot, NULL, &r->nested);
         if (status != UCS_OK) {
             return status;
         }
@@ -146,7 +145,7 @@ static void abi_mem_dereg(void *context, ucs_rcache_t *rcache,
                           ucs_rcache_region_t *region)
 {
     abi_cache_t *cache = context;
-    abi_region_t *r    = (abi_region_t*)region;
+    abi_region_t *r    = (abi_region_t *)region;
     unsigned i;
 
     if ((r->magic != (ABI_MAGIC ^ r->start)) ||
@@ -168,11 +167,10 @@ static void abi_mem_dereg(void *context, ucs_rcache_t *rcache,
 }
 
 static void abi_dump_region(void *context, ucs_rcache_t *rcache,
-                            ucs_rcache_region_t *region, char *buf,
-                            size_t max)
+                            ucs_rcache_region_t *region, char *buf, size_t max)
 {
     snprintf(buf, max, "magic 0x%llx",
-             (unsigned long long)((abi_region_t*)region)->magic);
+             (unsigned long long)((abi_region_t *)region)->magic);
 }
 
 static const ucs_rcache_ops_t abi_ops = {
@@ -189,8 +187,7 @@ static void abi_params(ucs_rcache_params_t *params, abi_cache_t *cache,
     params->region_struct_size = sizeof(abi_region_t);
     params->alignment          = alignment;
     params->max_alignment      = 4096;
-    params->ucm_events         = UCM_EVENT_VM_UNMAPPED |
-                                 UCM_EVENT_MEM_TYPE_FREE;
+    params->ucm_events = UCM_EVENT_VM_UNMAPPED | UCM_EVENT_MEM_TYPE_FREE;
     params->ucm_event_priority = 1000;
     params->ops                = &abi_ops;
     params->context            = cache;
@@ -236,21 +233,19 @@ static void *abi_map(size_t size, int fill)
 static int abi_region_ok(abi_cache_t *cache, ucs_rcache_region_t *region,
                          void *addr, size_t len, size_t alignment)
 {
-    abi_region_t *r = (abi_region_t*)region;
+    abi_region_t *r = (abi_region_t *)region;
     uintptr_t start = (uintptr_t)addr & ~(alignment - 1);
-    uintptr_t end   = ((uintptr_t)addr + len + alignment - 1) &
-                      ~(alignment - 1);
+    uintptr_t end = ((uintptr_t)addr + len + alignment - 1) & ~(alignment - 1);
 
     ABI_CHECK((region->super.start <= start) && (region->super.end >= end),
               "%s: region [0x%lx, 0x%lx) does not cover [0x%lx, 0x%lx)",
-              cache->name, region->super.start, region->super.end, start,
-              end);
+              cache->name, region->super.start, region->super.end, start, end);
     ABI_CHECK(region->super.start % alignment == 0,
               "%s: start 0x%lx not aligned to %zu", cache->name,
               region->super.start, alignment);
     ABI_CHECK((r->magic == (ABI_MAGIC ^ region->super.start)) &&
-              (r->start == region->super.start) &&
-              (r->end == region->super.end),
+                  (r->start == region->super.start) &&
+                  (r->end == region->super.end),
               "%s: user fields of the region lost", cache->name);
     ABI_CHECK(region->prot & PROT_READ, "%s: prot 0x%x", cache->name,
               region->prot);
@@ -316,22 +311,21 @@ static int abi_in_ours(const char *name, void *fn)
 
 static int case0_preload(void)
 {
-    int ours = abi_in_ours("ucs_rcache_create", (void*)ucs_rcache_create) &
-               abi_in_ours("ucs_rcache_destroy", (void*)ucs_rcache_destroy) &
-               abi_in_ours("ucs_rcache_get", (void*)ucs_rcache_get) &
-               abi_in_ours("ucs_rcache_region_hold",
-                           (void*)ucs_rcache_region_hold) &
-               abi_in_ours("ucs_rcache_region_put",
-                           (void*)ucs_rcache_region_put) &
-               abi_in_ours("ucs_rcache_region_invalidate",
-                           (void*)ucs_rcache_region_invalidate);
+    int ours =
+        abi_in_ours("ucs_rcache_create", (void *)ucs_rcache_create) &
+        abi_in_ours("ucs_rcache_destroy", (void *)ucs_rcache_destroy) &
+        abi_in_ours("ucs_rcache_get", (void *)ucs_rcache_get) &
+        abi_in_ours("ucs_rcache_region_hold", (void *)ucs_rcache_region_hold) &
+        abi_in_ours("ucs_rcache_region_put", (void *)ucs_rcache_region_put) &
+        abi_in_ours("ucs_rcache_region_invalidate",
+                    (void *)ucs_rcache_region_invalidate);
 
     printf("  sizeof(ucs_rcache_region_t) %zu sizeof(ucs_rcache_params_t) "
-           "%zu (Debian's headers)\n", sizeof(ucs_rcache_region_t),
-           sizeof(ucs_rcache_params_t));
+           "%zu (Debian's headers)\n",
+           sizeof(ucs_rcache_region_t), sizeof(ucs_rcache_params_t));
     ABI_CHECK(ours, "the rcache entry points are not libucm_rcache.so.0's: "
-              "run with LD_PRELOAD=<libucm.so.0>:<libucm_rcache.so.0> "
-              "(see run-compat.sh)");
+                    "run with LD_PRELOAD=<libucm.so.0>:<libucm_rcache.so.0> "
+                    "(see run-compat.sh)");
     return 0;
 }
 
@@ -339,7 +333,7 @@ static int case0_preload(void)
 
 static void abi_comp(void *arg)
 {
-    ++*(int*)arg;
+    ++*(int *)arg;
 }
 
 static int case12_basic(const char *name, size_t alignment)
@@ -355,22 +349,24 @@ static int case12_basic(const char *name, size_t alignment)
     }
     /* miss: a registration covering the aligned request */
     ABI_CHECK(ucs_rcache_get(c.rcache, buf + 100, 5000, PROT_READ | PROT_WRITE,
-                             NULL, &r1) == UCS_OK, "first get");
+                             NULL, &r1) == UCS_OK,
+              "first get");
     ABI_CHECK(c.regs == 1, "regs %ld", c.regs);
     if (abi_region_ok(&c, r1, buf + 100, 5000, alignment)) {
         return 1;
     }
     ABI_CHECK(r1->prot & PROT_WRITE, "prot 0x%x", r1->prot);
     if (have_pfn) {
-        ABI_CHECK(((abi_region_t*)r1)->pfn == abi_pfn((void*)r1->super.start),
+        ABI_CHECK(((abi_region_t *)r1)->pfn == abi_pfn((void *)r1->super.start),
                   "pfn at registration");
     }
     ucs_rcache_region_hold(c.rcache, r1);
     ucs_rcache_region_put(c.rcache, r1);
 
     /* hit inside it: same region, nothing registered */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 200, 100, PROT_READ, NULL,
-                             &r2) == UCS_OK, "second get");
+    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 200, 100, PROT_READ, NULL, &r2) ==
+                  UCS_OK,
+              "second get");
     ABI_CHECK(r2 == r1, "hit returned another region");
     ABI_CHECK(c.regs == 1, "a hit registered: regs %ld", c.regs);
     if (abi_region_ok(&c, r2, buf + 200, 100, alignment)) {
@@ -389,8 +385,9 @@ static int case12_basic(const char *name, size_t alignment)
     ABI_CHECK(c.deregs == 1, "deregs %ld after the last put", c.deregs);
 
     /* the same range again: a new registration */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 100, 5000, PROT_READ, NULL,
-                             &r3) == UCS_OK, "get after invalidate");
+    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 100, 5000, PROT_READ, NULL, &r3) ==
+                  UCS_OK,
+              "get after invalidate");
     ABI_CHECK(c.regs == 2, "invalidated region reused: regs %ld", c.regs);
     if (abi_region_ok(&c, r3, buf + 100, 5000, alignment)) {
         return 1;
@@ -402,20 +399,21 @@ static int case12_basic(const char *name, size_t alignment)
 
     /* a request overlapping a cached region: a region covering it */
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, 3 * page_size, PROT_READ, NULL,
-                             &r1) == UCS_OK, "get");
+                             &r1) == UCS_OK,
+              "get");
     ucs_rcache_region_put(c.rcache, r1);
     ABI_CHECK(ucs_rcache_get(c.rcache, buf + 2 * page_size, 4 * page_size,
-                             PROT_READ, NULL, &r2) == UCS_OK, "overlap get");
-    if (abi_region_ok(&c, r2, buf + 2 * page_size, 4 * page_size,
-                      alignment)) {
+                             PROT_READ, NULL, &r2) == UCS_OK,
+              "overlap get");
+    if (abi_region_ok(&c, r2, buf + 2 * page_size, 4 * page_size, alignment)) {
         return 1;
     }
     ucs_rcache_region_put(c.rcache, r2);
 
     ucs_rcache_destroy(c.rcache);
     ABI_CHECK(comp == 1, "callback ran %d times", comp);
-    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld",
-              c.regs, c.deregs);
+    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld", c.regs,
+              c.deregs);
     ABI_CHECK(c.corrupt == 0, "user fields changed under the cache");
     printf("  %s (alignment %zu): regs %ld deregs %ld, callback once\n", name,
            alignment, c.regs, c.deregs);
@@ -446,14 +444,14 @@ static int case1_lru(void)
             max_live = c.regs - c.deregs;
         }
     }
-    printf("  abi-lru4: regs %ld deregs %ld, at most %ld registered\n",
-           c.regs, c.deregs, max_live);
+    printf("  abi-lru4: regs %ld deregs %ld, at most %ld registered\n", c.regs,
+           c.deregs, max_live);
     ABI_CHECK(c.regs == count, "regs %ld", c.regs);
     ABI_CHECK(c.regs - c.deregs <= 4, "max_regions 4: %ld still registered",
               c.regs - c.deregs);
     ucs_rcache_destroy(c.rcache);
-    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld",
-              c.regs, c.deregs);
+    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld", c.regs,
+              c.deregs);
     munmap(buf, size);
     return 0;
 }
@@ -465,12 +463,12 @@ static int case1_lru(void)
  * int mode, int active, char reason[160]. */
 static int abi_uffd_active(char *reason, size_t max)
 {
-    void (*query)(void*) = (void (*)(void*))dlsym(RTLD_DEFAULT,
-                                                  "ucm_uffd_query");
+    void (*query)(void *) =
+        (void (*)(void *))dlsym(RTLD_DEFAULT, "ucm_uffd_query");
     union {
         struct {
-            int  mode;
-            int  active;
+            int mode;
+            int active;
             char reason[160];
         } head;
         char space[4096];
@@ -503,8 +501,9 @@ static int case3_unmap(void)
         return 1;
     }
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get");
-    old_pfn = ((abi_region_t*)r)->pfn;
+                             &r) == UCS_OK,
+              "get");
+    old_pfn = ((abi_region_t *)r)->pfn;
     ucs_rcache_region_put(c.rcache, r);
 
     /* mmap(MAP_FIXED) over it: new pages at the same address */
@@ -513,16 +512,18 @@ static int case3_unmap(void)
     ABI_CHECK(p == buf, "mmap(MAP_FIXED)");
     memset(buf, 2, size);
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get after mmap(MAP_FIXED)");
-    ABI_CHECK(c.regs == 2, "stale region reused after mmap(MAP_FIXED): "
-              "regs %ld", c.regs);
+                             &r) == UCS_OK,
+              "get after mmap(MAP_FIXED)");
+    ABI_CHECK(c.regs == 2,
+              "stale region reused after mmap(MAP_FIXED): "
+              "regs %ld",
+              c.regs);
     if (have_pfn) {
-        ABI_CHECK(((abi_region_t*)r)->pfn == abi_pfn(buf) &&
-                  (old_pfn != abi_pfn(buf)),
+        ABI_CHECK(((abi_region_t *)r)->pfn == abi_pfn(buf) &&
+                      (old_pfn != abi_pfn(buf)),
                   "pfn %llx -> %llx, registered %llx",
-                  (unsigned long long)old_pfn,
-                  (unsigned long long)abi_pfn(buf),
-                  (unsigned long long)((abi_region_t*)r)->pfn);
+                  (unsigned long long)old_pfn, (unsigned long long)abi_pfn(buf),
+                  (unsigned long long)((abi_region_t *)r)->pfn);
     }
     ucs_rcache_region_put(c.rcache, r);
     ABI_CHECK(c.deregs >= 1, "old region not deregistered: deregs %ld",
@@ -535,7 +536,8 @@ static int case3_unmap(void)
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p != buf) {
         printf("  munmap+mmap: address %p not available again (%p): "
-               "sub-case skipped\n", (void*)buf, p);
+               "sub-case skipped\n",
+               (void *)buf, p);
         if (p != MAP_FAILED) {
             munmap(p, size);
         }
@@ -543,7 +545,8 @@ static int case3_unmap(void)
     } else {
         memset(buf, 3, size);
         ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-                  UCS_OK, "get after munmap+mmap");
+                      UCS_OK,
+                  "get after munmap+mmap");
         ABI_CHECK(c.regs == 3, "stale region reused after munmap: regs %ld",
                   c.regs);
         ucs_rcache_region_put(c.rcache, r);
@@ -552,7 +555,8 @@ static int case3_unmap(void)
 
     /* raw SYS_munmap: no hook sees it, the userfaultfd monitor may */
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-              UCS_OK, "get");
+                  UCS_OK,
+              "get");
     ucs_rcache_region_put(c.rcache, r);
     regs   = c.regs;
     active = abi_uffd_active(reason, sizeof(reason));
@@ -561,7 +565,8 @@ static int case3_unmap(void)
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p != buf) {
         printf("  raw munmap: address %p not available again: sub-case "
-               "skipped\n", (void*)buf);
+               "skipped\n",
+               (void *)buf);
         if (p != MAP_FAILED) {
             munmap(p, size);
         }
@@ -569,23 +574,27 @@ static int case3_unmap(void)
     } else {
         memset(buf, 4, size);
         ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-                  UCS_OK, "get after raw munmap");
+                      UCS_OK,
+                  "get after raw munmap");
         ucs_rcache_region_put(c.rcache, r);
         if (c.regs == regs + 1) {
             printf("  raw SYS_munmap seen (userfaultfd %s)\n",
                    (active == 1) ? "active" : "not active?");
         } else if (active == 1) {
-            ABI_CHECK(0, "raw SYS_munmap missed while the userfaultfd "
-                      "monitor is active (%s)", reason);
+            ABI_CHECK(0,
+                      "raw SYS_munmap missed while the userfaultfd "
+                      "monitor is active (%s)",
+                      reason);
         } else {
             printf("  SKIP (sub-case): raw SYS_munmap not seen: userfaultfd "
-                   "off (%s)\n", reason);
+                   "off (%s)\n",
+                   reason);
         }
     }
 
     ucs_rcache_destroy(c.rcache);
-    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld",
-              c.regs, c.deregs);
+    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld", c.regs,
+              c.deregs);
     ABI_CHECK(c.corrupt == 0, "user fields changed");
     printf("  abi-unmap: regs %ld deregs %ld\n", c.regs, c.deregs);
     if (buf != NULL) {
@@ -612,26 +621,30 @@ static int case4_nested(void)
     a.nested = &b;
 
     ABI_CHECK(ucs_rcache_get(a.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get");
+                             &r) == UCS_OK,
+              "get");
     ABI_CHECK((a.regs == 1) && (b.regs == 1), "regs %ld %ld", a.regs, b.regs);
-    ABI_CHECK(((abi_region_t*)r)->nested != NULL, "no nested region");
-    if (abi_region_ok(&b, ((abi_region_t*)r)->nested, buf, size, 4096)) {
+    ABI_CHECK(((abi_region_t *)r)->nested != NULL, "no nested region");
+    if (abi_region_ok(&b, ((abi_region_t *)r)->nested, buf, size, 4096)) {
         return 1;
     }
     ABI_CHECK(ucs_rcache_get(a.rcache, buf, size, PROT_READ, NULL, &r2) ==
-              UCS_OK, "get");
-    ABI_CHECK((r2 == r) && (a.regs == 1) && (b.regs == 1),
-              "hit: regs %ld %ld", a.regs, b.regs);
+                  UCS_OK,
+              "get");
+    ABI_CHECK((r2 == r) && (a.regs == 1) && (b.regs == 1), "hit: regs %ld %ld",
+              a.regs, b.regs);
     ucs_rcache_region_put(a.rcache, r2);
     ucs_rcache_region_put(a.rcache, r);
 
     /* unmapped: A's region goes at A's next call, and with it B's */
     munmap(buf, size);
-    ABI_CHECK(ucs_rcache_get(a.rcache, other, page_size, PROT_READ, NULL,
-                             &r) == UCS_OK, "get");
+    ABI_CHECK(ucs_rcache_get(a.rcache, other, page_size, PROT_READ, NULL, &r) ==
+                  UCS_OK,
+              "get");
     ucs_rcache_region_put(a.rcache, r);
-    ABI_CHECK(ucs_rcache_get(b.rcache, other, page_size, PROT_READ, NULL,
-                             &r) == UCS_OK, "get");
+    ABI_CHECK(ucs_rcache_get(b.rcache, other, page_size, PROT_READ, NULL, &r) ==
+                  UCS_OK,
+              "get");
     ucs_rcache_region_put(b.rcache, r);
     ABI_CHECK((a.deregs == 1) && (b.deregs == 1),
               "after munmap: A regs %ld deregs %ld, B regs %ld deregs %ld",
@@ -646,8 +659,8 @@ static int case4_nested(void)
     ABI_CHECK(errors == 0, "B destroyed with %d error line(s)", errors);
     ABI_CHECK(b.regs == b.deregs, "B: regs %ld deregs %ld", b.regs, b.deregs);
     ABI_CHECK((a.corrupt == 0) && (b.corrupt == 0), "user fields changed");
-    printf("  A regs %ld deregs %ld, B regs %ld deregs %ld\n", a.regs,
-           a.deregs, b.regs, b.deregs);
+    printf("  A regs %ld deregs %ld, B regs %ld deregs %ld\n", a.regs, a.deregs,
+           b.regs, b.deregs);
     munmap(other, size);
     return 0;
 }
@@ -666,16 +679,18 @@ static int case5_destroy_held(void)
         return 1;
     }
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-              UCS_OK, "get");
+                  UCS_OK,
+              "get");
     ABI_CHECK(ucs_rcache_get(c.rcache, buf + page_size, page_size, PROT_READ,
-                             NULL, &r2) == UCS_OK, "get");
+                             NULL, &r2) == UCS_OK,
+              "get");
     ucs_rcache_region_put(c.rcache, r2);
     abi_capture_begin();
     ucs_rcache_destroy(c.rcache);
     errors = abi_capture_end();
     ABI_CHECK(errors == 1, "%d error lines from destroy with a held region",
               errors);
-    ABI_CHECK(((abi_region_t*)r)->magic == (ABI_MAGIC ^ r->super.start),
+    ABI_CHECK(((abi_region_t *)r)->magic == (ABI_MAGIC ^ r->super.start),
               "held region's user fields changed by destroy");
     ucs_rcache_region_put(c.rcache, r); /* must be safe */
     printf("  regs %ld deregs %ld after the late put\n", c.regs, c.deregs);
@@ -695,16 +710,16 @@ static int abi_child(abi_cache_t *c, char *buf, size_t size)
     ucs_rcache_region_t *r;
 
     if ((ucs_rcache_get(c->rcache, nbuf, nsize, PROT_READ | PROT_WRITE, NULL,
-                        &r) != UCS_OK) || (c->regs != regs + 1)) {
+                        &r) != UCS_OK) ||
+        (c->regs != regs + 1)) {
         printf("FAIL: child: get of a new buffer (regs %ld)\n", c->regs);
         return 1;
     }
     ucs_rcache_region_put(c->rcache, r);
     /* the parent's registration is not the child's */
-    if ((ucs_rcache_get(c->rcache, buf, size, PROT_READ, NULL, &r) !=
-         UCS_OK) || (c->regs != regs + 2)) {
-        printf("FAIL: child: get of the parent's buffer (regs %ld)\n",
-               c->regs);
+    if ((ucs_rcache_get(c->rcache, buf, size, PROT_READ, NULL, &r) != UCS_OK) ||
+        (c->regs != regs + 2)) {
+        printf("FAIL: child: get of the parent's buffer (regs %ld)\n", c->regs);
         return 1;
     }
     ucs_rcache_region_put(c->rcache, r);
@@ -739,7 +754,8 @@ static int case6_fork(void)
         return 1;
     }
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get");
+                             &r) == UCS_OK,
+              "get");
     ucs_rcache_region_put(c.rcache, r);
     pfn_before = abi_pfn(buf);
 
@@ -756,15 +772,16 @@ static int case6_fork(void)
     memset(buf, 8, size);
     regs = c.regs;
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get after fork");
+                             &r) == UCS_OK,
+              "get after fork");
     printf("  after the child: pfn %llx -> %llx, region's %llx, regs %ld -> "
-           "%ld\n", (unsigned long long)pfn_before,
-           (unsigned long long)abi_pfn(buf),
-           (unsigned long long)((abi_region_t*)r)->pfn, regs, c.regs);
+           "%ld\n",
+           (unsigned long long)pfn_before, (unsigned long long)abi_pfn(buf),
+           (unsigned long long)((abi_region_t *)r)->pfn, regs, c.regs);
     if (have_pfn) {
-        ABI_CHECK(((abi_region_t*)r)->pfn == abi_pfn(buf),
+        ABI_CHECK(((abi_region_t *)r)->pfn == abi_pfn(buf),
                   "region registered on frame %llx, the page is now on %llx",
-                  (unsigned long long)((abi_region_t*)r)->pfn,
+                  (unsigned long long)((abi_region_t *)r)->pfn,
                   (unsigned long long)abi_pfn(buf));
     }
     ucs_rcache_region_put(c.rcache, r);
@@ -778,7 +795,8 @@ static int case6_fork(void)
         return 1;
     }
     ABI_CHECK(ucs_rcache_get(p.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get");
+                             &r) == UCS_OK,
+              "get");
     ucs_rcache_region_put(p.rcache, r);
     pfn_before = abi_pfn(buf);
     ABI_CHECK(pipe(pipefd) == 0, "pipe");
@@ -796,15 +814,16 @@ static int case6_fork(void)
     memset(buf, 9, size);
     regs = p.regs;
     ABI_CHECK(ucs_rcache_get(p.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK, "get after fork");
+                             &r) == UCS_OK,
+              "get after fork");
     printf("  PURGE_ON_FORK, child alive: pfn %llx -> %llx, region's %llx, "
-           "regs %ld -> %ld\n", (unsigned long long)pfn_before,
-           (unsigned long long)abi_pfn(buf),
-           (unsigned long long)((abi_region_t*)r)->pfn, regs, p.regs);
+           "regs %ld -> %ld\n",
+           (unsigned long long)pfn_before, (unsigned long long)abi_pfn(buf),
+           (unsigned long long)((abi_region_t *)r)->pfn, regs, p.regs);
     ABI_CHECK(p.regs == regs + 1, "PURGE_ON_FORK: region from before the "
-              "fork reused");
+                                  "fork reused");
     if (have_pfn) {
-        ABI_CHECK(((abi_region_t*)r)->pfn == abi_pfn(buf), "stale frame");
+        ABI_CHECK(((abi_region_t *)r)->pfn == abi_pfn(buf), "stale frame");
     }
     ucs_rcache_region_put(p.rcache, r);
     close(pipefd[1]);
@@ -819,12 +838,12 @@ static int case6_fork(void)
 /* --- 7: threads ---------------------------------------------------------- */
 
 typedef struct {
-    abi_cache_t       *cache;
-    char              *own;
-    char              *shared;
-    size_t            size;
-    long              iters;
-    long              errors;
+    abi_cache_t *cache;
+    char *own;
+    char *shared;
+    size_t size;
+    long iters;
+    long errors;
     pthread_barrier_t *barrier;
 } abi_thread_t;
 
@@ -864,7 +883,7 @@ static void *abi_thread(void *arg)
 
 static int case7_threads(long iters)
 {
-    size_t size = 16 * page_size;
+    size_t size  = 16 * page_size;
     char *shared = abi_map(size, 1);
     pthread_barrier_t barrier;
     abi_thread_t t[2];
@@ -892,13 +911,13 @@ static int case7_threads(long iters)
     }
     pthread_barrier_destroy(&barrier);
     printf("  2 threads x %ld x 2 get/put: errors %ld %ld, regs %ld deregs "
-           "%ld (before destroy)\n", iters, t[0].errors, t[1].errors,
-           c.regs, c.deregs);
+           "%ld (before destroy)\n",
+           iters, t[0].errors, t[1].errors, c.regs, c.deregs);
     printf("EXPECT-GETS abi-threads %ld\n", 4 * iters);
     ABI_CHECK(t[0].errors + t[1].errors == 0, "get errors");
     ucs_rcache_destroy(c.rcache);
-    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld",
-              c.regs, c.deregs);
+    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld", c.regs,
+              c.deregs);
     ABI_CHECK(c.corrupt == 0, "user fields changed");
     for (i = 0; i < 2; ++i) {
         munmap(t[i].own, size);
@@ -909,13 +928,12 @@ static int case7_threads(long iters)
 
 /* --- 8: bad input -------------------------------------------------------- */
 
-#define ABI_SENTINEL ((ucs_rcache_region_t*)(uintptr_t)0xdeadbeef)
+#define ABI_SENTINEL ((ucs_rcache_region_t *)(uintptr_t)0xdeadbeef)
 
 /* One bad get: a negative status, *region_p untouched, 'lines' error lines
  * (-1: not checked). */
 static int abi_bad_get(const char *what, ucs_rcache_t *rcache, void *addr,
-                       size_t len, int prot, int lines,
-                       ucs_status_t expected)
+                       size_t len, int prot, int lines, ucs_status_t expected)
 {
     ucs_rcache_region_t *r = ABI_SENTINEL;
     ucs_status_t status;
@@ -943,7 +961,7 @@ static int case8_bad_input(void)
     char *ro    = abi_map(size, 1);
     char *hole  = abi_map(size, 1);
     ucs_rcache_params_t params;
-    ucs_rcache_t *rc = (ucs_rcache_t*)(uintptr_t)0xdeadbeef;
+    ucs_rcache_t *rc = (ucs_rcache_t *)(uintptr_t)0xdeadbeef;
     ucs_rcache_region_t *r;
     ucs_status_t status;
     abi_cache_t c;
@@ -964,8 +982,8 @@ static int case8_bad_input(void)
         abi_bad_get("overflowing length", c.rcache, buf,
                     SIZE_MAX - (uintptr_t)buf + 2, PROT_READ, 1,
                     UCS_ERR_INVALID_PARAM) ||
-        abi_bad_get("prot 0x100", c.rcache, buf, page_size,
-                    PROT_READ | 0x100, 1, UCS_ERR_INVALID_PARAM) ||
+        abi_bad_get("prot 0x100", c.rcache, buf, page_size, PROT_READ | 0x100,
+                    1, UCS_ERR_INVALID_PARAM) ||
         abi_bad_get("unmapped range", c.rcache, hole, page_size, PROT_READ, 1,
                     UCS_ERR_INVALID_ADDR) ||
         abi_bad_get("write to read-only", c.rcache, ro, page_size,
@@ -976,13 +994,14 @@ static int case8_bad_input(void)
 
     /* a failing mem_reg: its error, nothing cached */
     c.fail = 1;
-    if (abi_bad_get("failing mem_reg", c.rcache, buf, page_size, PROT_READ,
-                    -1, UCS_ERR_IO_ERROR)) {
+    if (abi_bad_get("failing mem_reg", c.rcache, buf, page_size, PROT_READ, -1,
+                    UCS_ERR_IO_ERROR)) {
         return 1;
     }
     c.fail = 0;
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, page_size, PROT_READ, NULL, &r) ==
-              UCS_OK, "get after a failed registration");
+                  UCS_OK,
+              "get after a failed registration");
     ABI_CHECK(c.regs == 1, "regs %ld", c.regs);
     ucs_rcache_region_put(c.rcache, r);
     ucs_rcache_destroy(c.rcache);
@@ -995,7 +1014,7 @@ static int case8_bad_input(void)
     printf("  create(NULL params): %s, %d error line(s)\n",
            ucs_status_string(status), errors);
     ABI_CHECK((status < 0) && (errors == 1) &&
-              (rc == (ucs_rcache_t*)(uintptr_t)0xdeadbeef),
+                  (rc == (ucs_rcache_t *)(uintptr_t)0xdeadbeef),
               "create(NULL params)");
     abi_params(&params, &c, 4096);
     params.region_struct_size = sizeof(ucs_rcache_region_t) / 2;
@@ -1005,7 +1024,7 @@ static int case8_bad_input(void)
     printf("  create(region_struct_size %zu): %s, %d error line(s)\n",
            params.region_struct_size, ucs_status_string(status), errors);
     ABI_CHECK((status < 0) && (errors == 1) &&
-              (rc == (ucs_rcache_t*)(uintptr_t)0xdeadbeef),
+                  (rc == (ucs_rcache_t *)(uintptr_t)0xdeadbeef),
               "create(small region_struct_size)");
 
     /* UCX_RCACHE_* variables UCX owns (it reports their bad values itself
@@ -1018,11 +1037,12 @@ static int case8_bad_input(void)
     setenv("UCX_RCACHE_CHECK_PFN", "-1x", 1);
     setenv("UCX_RCACHE_ADDR_ALIGN", "16", 1);
     abi_capture_begin();
-    status = abi_create(&c, "abi-stock-vars", 4096, 0, 0) ? UCS_ERR_IO_ERROR :
-                                                           UCS_OK;
+    status = abi_create(&c, "abi-stock-vars", 4096, 0, 0) ? UCS_ERR_IO_ERROR
+                                                          : UCS_OK;
     errors = abi_capture_end();
     printf("  create with malformed UCX-owned UCX_RCACHE_*: %s, %d error "
-           "line(s)\n", ucs_status_string(status), errors);
+           "line(s)\n",
+           ucs_status_string(status), errors);
     ABI_CHECK((status == UCS_OK) && (errors == 0),
               "variables UCX owns reported by the cache");
     ucs_rcache_destroy(c.rcache);
@@ -1034,15 +1054,16 @@ static int case8_bad_input(void)
     unsetenv("UCX_RCACHE_ADDR_ALIGN");
     setenv("UCX_RCACHE_DONTFORK", "sometimes", 1);
     abi_params(&params, &c, 4096);
-    rc = (ucs_rcache_t*)(uintptr_t)0xdeadbeef;
+    rc = (ucs_rcache_t *)(uintptr_t)0xdeadbeef;
     abi_capture_begin();
     status = ucs_rcache_create(&params, "abi-dontfork", NULL, &rc);
     errors = abi_capture_end();
     unsetenv("UCX_RCACHE_DONTFORK");
     printf("  create with UCX_RCACHE_DONTFORK=sometimes: %s, %d error "
-           "line(s)\n", ucs_status_string(status), errors);
+           "line(s)\n",
+           ucs_status_string(status), errors);
     ABI_CHECK((status == UCS_ERR_INVALID_PARAM) && (errors == 1) &&
-              (rc == (ucs_rcache_t*)(uintptr_t)0xdeadbeef),
+                  (rc == (ucs_rcache_t *)(uintptr_t)0xdeadbeef),
               "malformed UCX_RCACHE_DONTFORK");
     munmap(buf, size);
     munmap(ro, size);
@@ -1051,21 +1072,21 @@ static int case8_bad_input(void)
 
 /* --- 9: caches of Debian's libucs ---------------------------------------- */
 
-typedef ucs_status_t (*abi_create_f)(const ucs_rcache_params_t*, const char*,
-                                     ucs_stats_node_t*, ucs_rcache_t**);
-typedef void (*abi_destroy_f)(ucs_rcache_t*);
-typedef ucs_status_t (*abi_get_f)(ucs_rcache_t*, void*, size_t, int, void*,
-                                  ucs_rcache_region_t**);
-typedef void (*abi_region_f)(ucs_rcache_t*, ucs_rcache_region_t*);
-typedef void (*abi_invalidate_f)(ucs_rcache_t*, ucs_rcache_region_t*,
-                                 ucs_rcache_invalidate_comp_func_t, void*);
+typedef ucs_status_t (*abi_create_f)(const ucs_rcache_params_t *, const char *,
+                                     ucs_stats_node_t *, ucs_rcache_t **);
+typedef void (*abi_destroy_f)(ucs_rcache_t *);
+typedef ucs_status_t (*abi_get_f)(ucs_rcache_t *, void *, size_t, int, void *,
+                                  ucs_rcache_region_t **);
+typedef void (*abi_region_f)(ucs_rcache_t *, ucs_rcache_region_t *);
+typedef void (*abi_invalidate_f)(ucs_rcache_t *, ucs_rcache_region_t *,
+                                 ucs_rcache_invalidate_comp_func_t, void *);
 
 typedef struct {
-    abi_create_f     create;
-    abi_destroy_f    destroy;
-    abi_get_f        get;
-    abi_region_f     hold;
-    abi_region_f     put;
+    abi_create_f create;
+    abi_destroy_f destroy;
+    abi_get_f get;
+    abi_region_f hold;
+    abi_region_f put;
     abi_invalidate_f invalidate;
 } abi_api_t;
 
@@ -1085,7 +1106,8 @@ static int abi_stock_cache(const char *name, abi_create_f create,
     abi_params(&params, &c, 4096);
     ABI_CHECK(create(&params, name, NULL, &c.rcache) == UCS_OK, "create");
     ABI_CHECK(api->get(c.rcache, buf + 10, 3 * page_size, PROT_READ, NULL,
-                       &r1) == UCS_OK, "get");
+                       &r1) == UCS_OK,
+              "get");
     ABI_CHECK(c.regs == 1, "regs %ld", c.regs);
     if (abi_region_ok(&c, r1, buf + 10, 3 * page_size, 4096)) {
         return 1;
@@ -1093,7 +1115,8 @@ static int abi_stock_cache(const char *name, abi_create_f create,
     /* a hit: Debian's get holds the region through ucs_rcache_region_hold,
      * which lands in our library and must reach Debian's */
     ABI_CHECK(api->get(c.rcache, buf + 20, page_size, PROT_READ, NULL, &r2) ==
-              UCS_OK, "get");
+                  UCS_OK,
+              "get");
     ABI_CHECK((r2 == r1) && (c.regs == 1), "hit: regs %ld", c.regs);
     api->hold(c.rcache, r1);
     api->invalidate(c.rcache, r1, abi_comp, &comp);
@@ -1105,18 +1128,20 @@ static int abi_stock_cache(const char *name, abi_create_f create,
     ABI_CHECK((comp == 1) && (c.deregs == 1),
               "after the last put: callback %d deregs %ld", comp, c.deregs);
     ABI_CHECK(api->get(c.rcache, buf + 10, page_size, PROT_READ, NULL, &r1) ==
-              UCS_OK, "get");
+                  UCS_OK,
+              "get");
     ABI_CHECK(c.regs == 2, "invalidated region reused: regs %ld", c.regs);
     api->put(c.rcache, r1);
     /* its unmap events come from our libucm */
     munmap(buf, size);
     buf = abi_map(size, 2);
     ABI_CHECK(api->get(c.rcache, buf, page_size, PROT_READ, NULL, &r1) ==
-              UCS_OK, "get");
+                  UCS_OK,
+              "get");
     api->put(c.rcache, r1);
     api->destroy(c.rcache);
-    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld",
-              c.regs, c.deregs);
+    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld", c.regs,
+              c.deregs);
     ABI_CHECK(c.corrupt == 0, "user fields changed");
     printf("  %s: regs %ld deregs %ld, callback once\n", name, c.regs,
            c.deregs);
@@ -1145,18 +1170,19 @@ static int abi_stock_lru(const char *name, abi_create_f create,
     ABI_CHECK(create(&params, name, NULL, &c.rcache) == UCS_OK, "create");
     for (i = 0; i < count; ++i) {
         ABI_CHECK(api->get(c.rcache, buf + 2 * i * page_size, page_size,
-                           PROT_READ, NULL, &r) == UCS_OK, "get %d", i);
+                           PROT_READ, NULL, &r) == UCS_OK,
+                  "get %d", i);
         api->put(c.rcache, r);
     }
     printf("  %s: max_regions 4: regs %ld deregs %ld\n", name, c.regs,
            c.deregs);
     /* also through our put: it hands a libucs cache's put on whole, so
      * libucs's LRU list keeps the region */
-    ABI_CHECK(c.regs - c.deregs <= 4, "%s: max_regions 4, %ld registered",
-              name, c.regs - c.deregs);
+    ABI_CHECK(c.regs - c.deregs <= 4, "%s: max_regions 4, %ld registered", name,
+              c.regs - c.deregs);
     api->destroy(c.rcache);
-    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld",
-              c.regs, c.deregs);
+    ABI_CHECK(c.regs == c.deregs, "after destroy: regs %ld deregs %ld", c.regs,
+              c.deregs);
     munmap(buf, size);
     return 0;
 }
@@ -1164,33 +1190,32 @@ static int abi_stock_lru(const char *name, abi_create_f create,
 static int case9_stock_cache(void)
 {
     static const abi_api_t plain = {
-        ucs_rcache_create, ucs_rcache_destroy, ucs_rcache_get,
-        ucs_rcache_region_hold, ucs_rcache_region_put,
-        ucs_rcache_region_invalidate
-    };
+        ucs_rcache_create,     ucs_rcache_destroy,
+        ucs_rcache_get,        ucs_rcache_region_hold,
+        ucs_rcache_region_put, ucs_rcache_region_invalidate};
     void *handle = dlopen("libucs.so.0", RTLD_NOW | RTLD_NOLOAD);
     abi_api_t stock;
     Dl_info info;
 
     ABI_CHECK(handle != NULL, "libucs.so.0 not loaded: %s", dlerror());
-    stock.create     = (abi_create_f)dlsym(handle, "ucs_rcache_create");
-    stock.destroy    = (abi_destroy_f)dlsym(handle, "ucs_rcache_destroy");
-    stock.get        = (abi_get_f)dlsym(handle, "ucs_rcache_get");
-    stock.hold       = (abi_region_f)dlsym(handle, "ucs_rcache_region_hold");
-    stock.put        = (abi_region_f)dlsym(handle, "ucs_rcache_region_put");
-    stock.invalidate = (abi_invalidate_f)dlsym(handle,
-                                              "ucs_rcache_region_invalidate");
+    stock.create  = (abi_create_f)dlsym(handle, "ucs_rcache_create");
+    stock.destroy = (abi_destroy_f)dlsym(handle, "ucs_rcache_destroy");
+    stock.get     = (abi_get_f)dlsym(handle, "ucs_rcache_get");
+    stock.hold    = (abi_region_f)dlsym(handle, "ucs_rcache_region_hold");
+    stock.put     = (abi_region_f)dlsym(handle, "ucs_rcache_region_put");
+    stock.invalidate =
+        (abi_invalidate_f)dlsym(handle, "ucs_rcache_region_invalidate");
     ABI_CHECK(stock.create && stock.destroy && stock.get && stock.hold &&
-              stock.put && stock.invalidate, "libucs symbols");
-    ABI_CHECK((dladdr((void*)stock.create, &info) != 0) &&
-              (strstr(info.dli_fname, "libucs.so") != NULL) &&
-              ((void*)stock.create != (void*)ucs_rcache_create),
+                  stock.put && stock.invalidate,
+              "libucs symbols");
+    ABI_CHECK((dladdr((void *)stock.create, &info) != 0) &&
+                  (strstr(info.dli_fname, "libucs.so") != NULL) &&
+                  ((void *)stock.create != (void *)ucs_rcache_create),
               "libucs's ucs_rcache_create is not its own");
     printf("  libucs's own ucs_rcache_create -> %s\n", info.dli_fname);
 
     if (abi_stock_cache("abi-stock-own-symbols", stock.create, &stock) ||
-        abi_stock_cache("abi-stock-preloaded-symbols", stock.create,
-                        &plain)) {
+        abi_stock_cache("abi-stock-preloaded-symbols", stock.create, &plain)) {
         return 1;
     }
     if (abi_stock_lru("abi-stock-lru-own-symbols", stock.create, &stock) ||
@@ -1216,15 +1241,16 @@ int main(void)
     probe     = abi_map(page_size, 1);
     have_pfn  = abi_pfn(probe) != 0;
     munmap(probe, page_size);
-    printf("page frame numbers %s\n", have_pfn ? "readable" :
-           "not readable (not root): those checks are skipped");
+    printf("page frame numbers %s\n",
+           have_pfn ? "readable"
+                    : "not readable (not root): those checks are skipped");
 
-#define ABI_RUN(_name, _call) \
-    do { \
-        printf("--- %s\n", _name); \
-        if (_call) { \
-            ++fails; \
-        } \
+#define ABI_RUN(_name, _call)                                                  \
+    do {                                                                       \
+        printf("--- %s\n", _name);                                             \
+        if (_call) {                                                           \
+            ++fails;                                                           \
+        }                                                                      \
     } while (0)
 
     printf("--- 0: preload\n");

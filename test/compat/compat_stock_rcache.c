@@ -2,8 +2,9 @@
  * Stock UCX 1.13's registration cache (libucs from Debian) running on our
  * libucm (LD_PRELOAD): a region registered through the cache must be
  * invalidated when its memory is replaced by new pages at the same address
- * (mmap MAP_FIXED over it), so the next get registers anew.  The oracle is the page frame
- * number read from /proc/self/pagemap (as root) and the registration count.
+ * (mmap MAP_FIXED over it), so the next get registers anew.  The oracle is the
+ * page frame number read from /proc/self/pagemap (as root) and the registration
+ * count.
  *
  * Exit status: 0 pass, 1 fail, 77 skip (with the reason printed).
  */
@@ -41,7 +42,7 @@ static ucs_status_t compat_reg(void *ctx, ucs_rcache_t *rc, void *arg,
                                ucs_rcache_region_t *region, uint16_t flags)
 {
     ++compat_regs;
-    compat_reg_pfn = compat_pfn((void*)region->super.start);
+    compat_reg_pfn = compat_pfn((void *)region->super.start);
     return UCS_OK;
 }
 
@@ -79,8 +80,8 @@ int main(void)
         return 1;
     }
 
-    buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+               -1, 0);
     memset(buf, 1, size);
     if (ucs_rcache_get(rcache, buf, 4096, PROT_READ | PROT_WRITE, NULL,
                        &region) != UCS_OK) {

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <sys/mman.h>
 
-typedef int (*compat_set_handler_t)(int, int,
-                                    void (*)(int, void*, void*), void*);
+typedef int (*compat_set_handler_t)(int, int, void (*)(int, void *, void *),
+                                    void *);
 
 #define COMPAT_VM_UNMAPPED (1 << 17)
 #define COMPAT_ROUNDS      8
@@ -24,11 +24,11 @@ static int compat_hits[2];
 
 static void compat_cb(int type, void *event, void *arg)
 {
-    void *addr = *(void**)event; /* vm_unmapped.address */
+    void *addr = *(void **)event; /* vm_unmapped.address */
     int which  = (int)(intptr_t)arg;
 
-    if (((char*)addr >= compat_area) &&
-        ((char*)addr < compat_area + (COMPAT_ROUNDS * 4096))) {
+    if (((char *)addr >= compat_area) &&
+        ((char *)addr < compat_area + (COMPAT_ROUNDS * 4096))) {
         ++compat_hits[which];
     }
 }
@@ -46,7 +46,8 @@ static int compat_load(const char *path, int which, int global)
     }
     set    = (compat_set_handler_t)dlsym(handle, "ucm_set_event_handler");
     status = (set != NULL) ? set(COMPAT_VM_UNMAPPED, 1000, compat_cb,
-                                 (void*)(intptr_t)which) : -1;
+                                 (void *)(intptr_t)which)
+                           : -1;
     printf("%s: ucm_set_event_handler -> %d\n", path, status);
     return (status == 0) ? 0 : 1;
 }

@@ -12,12 +12,11 @@
  * (M_MMAP_THRESHOLD fixed below SIZE) every free() is a munmap(), every
  * malloc() a new mapping (invalidation and a new registration per message).
  *
- * Usage: mpirun -np 2 mpi_reg_bench [-s SIZE] [-b NBUF] [-n ITERS] [-w WARMUP] [-m]
- * Output (rank 0): one line
- *   mpi_reg_bench: SIZE B x ITERS: MB/s X us/msg Y cpu_us/msg rank0 A rank1 B
- * (cpu: user + system time from getrusage(RUSAGE_SELF) over the timed
- * iterations).  Every 64th message is checked on the receiver; exit 1 on a
- * wrong word.
+ * Usage: mpirun -np 2 mpi_reg_bench [-s SIZE] [-b NBUF] [-n ITERS] [-w WARMUP]
+ * [-m] Output (rank 0): one line mpi_reg_bench: SIZE B x ITERS: MB/s X us/msg Y
+ * cpu_us/msg rank0 A rank1 B (cpu: user + system time from
+ * getrusage(RUSAGE_SELF) over the timed iterations).  Every 64th message is
+ * checked on the receiver; exit 1 on a wrong word.
  */
 #include <mpi.h>
 
@@ -73,24 +72,12 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     while ((opt = getopt(argc, argv, "s:b:n:w:m")) != -1) {
         switch (opt) {
-        case 's':
-            size = strtoul(optarg, NULL, 0);
-            break;
-        case 'b':
-            nbuf = atoi(optarg);
-            break;
-        case 'n':
-            iters = atoi(optarg);
-            break;
-        case 'w':
-            warmup = atoi(optarg);
-            break;
-        case 'm':
-            mmap_mode = 1;
-            break;
-        default:
-            size = 0;
-            break;
+        case 's': size = strtoul(optarg, NULL, 0); break;
+        case 'b': nbuf = atoi(optarg); break;
+        case 'n': iters = atoi(optarg); break;
+        case 'w': warmup = atoi(optarg); break;
+        case 'm': mmap_mode = 1; break;
+        default: size = 0; break;
         }
     }
     if ((nprocs != 2) || (size < 2 * sizeof(long)) || (size > (1ul << 30)) ||
@@ -150,8 +137,7 @@ int main(int argc, char **argv)
     if (rank == 1) {
         MPI_Send(&cpu, 1, MPI_DOUBLE, 0, 2, MPI_COMM_WORLD);
     } else {
-        MPI_Recv(&cpu1, 1, MPI_DOUBLE, 1, 2, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
+        MPI_Recv(&cpu1, 1, MPI_DOUBLE, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         printf("mpi_reg_bench: %zu B x %d (%d buffers%s): MB/s %.2f "
                "us/msg %.1f cpu_us/msg rank0 %.1f rank1 %.1f%s\n",
                size, iters, nbuf, mmap_mode ? ", mmap()ed blocks" : "",

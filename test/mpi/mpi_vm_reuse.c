@@ -60,9 +60,9 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-#define REUSE_TAG_DATA 1
+#define REUSE_TAG_DATA   1
 #define REUSE_TAG_RESULT 2
-#define REUSE_TRIES 16
+#define REUSE_TRIES      16
 
 enum {
     REUSE_OK,
@@ -184,10 +184,9 @@ static int reuse_rawmunmap_replace(reuse_buf_t *b, size_t size, int vid,
         return -1;
     }
     *released = reuse_page_unmapped((uintptr_t)b->addr, b->page);
-    p         = (void *)syscall(SYS_mmap, b->addr, size,
-                                PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-                                -1, 0);
+    p         = (void *)syscall(SYS_mmap, b->addr, size, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+                                0);
     if (p == MAP_FAILED) {
         return -1;
     }
@@ -197,8 +196,8 @@ static int reuse_rawmunmap_replace(reuse_buf_t *b, size_t size, int vid,
 }
 
 /* --- madvise: MADV_DONTNEED by system call, new pages at the address --- */
-static int reuse_madvise_replace(reuse_buf_t *b, size_t size, int vid,
-                                 int gen, int *released)
+static int reuse_madvise_replace(reuse_buf_t *b, size_t size, int vid, int gen,
+                                 int *released)
 {
     unsigned char vec = 1;
 
@@ -355,8 +354,7 @@ static int reuse_brk_replace(reuse_buf_t *b, size_t size, int vid, int gen,
 static const reuse_variant_t reuse_variants[] = {
     {"munmap", reuse_mmap_acquire, reuse_mmap_replace, reuse_mmap_dispose, 1},
     {"free", reuse_malloc_acquire, reuse_free_replace, reuse_free_dispose, 1},
-    {"mremap", reuse_mmap_acquire, reuse_mremap_replace, reuse_mmap_dispose,
-     1},
+    {"mremap", reuse_mmap_acquire, reuse_mremap_replace, reuse_mmap_dispose, 1},
     {"shmdt", reuse_shm_acquire, reuse_shm_replace, reuse_shm_dispose, 1},
     {"brk", reuse_malloc_acquire, reuse_brk_replace, reuse_free_dispose, 1},
     {"rawmunmap", reuse_mmap_acquire, reuse_rawmunmap_replace,
@@ -520,29 +518,20 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     while ((opt = getopt(argc, argv, "s:g:v:")) != -1) {
         switch (opt) {
-        case 's':
-            size = strtoul(optarg, NULL, 0);
-            break;
-        case 'g':
-            gens = atoi(optarg);
-            break;
-        case 'v':
-            list = optarg;
-            break;
-        default:
-            size = 0;
-            break;
+        case 's': size = strtoul(optarg, NULL, 0); break;
+        case 'g': gens = atoi(optarg); break;
+        case 'v': list = optarg; break;
+        default: size = 0; break;
         }
     }
     size &= ~(size_t)(sizeof(uint64_t) - 1);
     if ((nprocs != 2) || (size == 0) || (size > (1ul << 30)) || (gens < 2)) {
         if (rank == 0) {
-            fprintf(
-                stderr,
-                "usage: mpirun -np 2 %s [-s SIZE (8..1G)] "
-                "[-g GENERATIONS (>=2)] "
-                "[-v all|munmap,free,mremap,shmdt,brk,rawmunmap,madvise]\n",
-                argv[0]);
+            fprintf(stderr,
+                    "usage: mpirun -np 2 %s [-s SIZE (8..1G)] "
+                    "[-g GENERATIONS (>=2)] "
+                    "[-v all|munmap,free,mremap,shmdt,brk,rawmunmap,madvise]\n",
+                    argv[0]);
         }
         MPI_Finalize();
         return 2;

@@ -42,16 +42,11 @@ enum class op_kind { put, get, am };
 const char *remap_name(remap_kind k)
 {
     switch (k) {
-    case remap_kind::map_fixed:
-        return "mmap(MAP_FIXED) over the buffer";
-    case remap_kind::munmap_mmap:
-        return "munmap + mmap at the same address";
-    case remap_kind::mremap:
-        return "mremap(MREMAP_FIXED) onto it";
-    case remap_kind::shm:
-        return "shmdt + shmat of another segment";
-    default:
-        return "free + malloc reuse";
+    case remap_kind::map_fixed: return "mmap(MAP_FIXED) over the buffer";
+    case remap_kind::munmap_mmap: return "munmap + mmap at the same address";
+    case remap_kind::mremap: return "mremap(MREMAP_FIXED) onto it";
+    case remap_kind::shm: return "shmdt + shmat of another segment";
+    default: return "free + malloc reuse";
     }
 }
 

@@ -82,17 +82,17 @@ _Static_assert(sizeof(ucm_global_config_t) == 48,
 #define BENCH_TARGET_MALLOC_RATIO 1.05
 #define BENCH_TARGET_INSTALL_US   100.0
 
-#define BENCH_MAX_SAMPLES         16
-#define BENCH_MAX_PAIRS           128
-#define BENCH_MAX_RETRIES         3
-#define BENCH_HOLE_SIZE           (64 * 1024)
-#define BENCH_LARGE_SIZE          (1024 * 1024)
-#define BENCH_MMAP_THRESHOLD      (128 * 1024)
+#define BENCH_MAX_SAMPLES    16
+#define BENCH_MAX_PAIRS      128
+#define BENCH_MAX_RETRIES    3
+#define BENCH_HOLE_SIZE      (64 * 1024)
+#define BENCH_LARGE_SIZE     (1024 * 1024)
+#define BENCH_MMAP_THRESHOLD (128 * 1024)
 
 /* What a worker reports, one "ok KEY VALUE" line each */
 typedef enum {
     K_INSTALL_US,
-    K_HOOK_NS,       /* (libc - raw syscall munmap) with hooks minus before */
+    K_HOOK_NS, /* (libc - raw syscall munmap) with hooks minus before */
     K_MUNMAP_LIBC_NS,
     K_MUNMAP_SYS_NS,
     K_MUNMAP_EV,
@@ -104,29 +104,21 @@ typedef enum {
     K_MALLOC1M_EV,
     K_DLOPEN_US,
     K_DLOPEN_EV,
-    K_TRUNC_NS,      /* ftruncate grow + shrink of a mapped memfd */
+    K_TRUNC_NS, /* ftruncate grow + shrink of a mapped memfd */
     K_TRUNC_EV,
-    K_RETRIED_PCT,   /* timed rounds retried because the worker was preempted */
+    K_RETRIED_PCT, /* timed rounds retried because the worker was preempted */
     K_LAST
 } bench_key_t;
 
 static const char *bench_key_names[K_LAST] = {
-    [K_INSTALL_US]     = "install_us",
-    [K_HOOK_NS]        = "hook_ns",
-    [K_MUNMAP_LIBC_NS] = "munmap_libc_ns",
-    [K_MUNMAP_SYS_NS]  = "munmap_sys_ns",
-    [K_MUNMAP_EV]      = "munmap_events",
-    [K_MMAP_NS]        = "mmap_pair_ns",
-    [K_MMAP_EV]        = "mmap_pair_events",
-    [K_MALLOC64_NS]    = "malloc64_ns",
-    [K_MALLOC64_EV]    = "malloc64_events",
-    [K_MALLOC1M_NS]    = "malloc1m_ns",
-    [K_MALLOC1M_EV]    = "malloc1m_events",
-    [K_DLOPEN_US]      = "dlopen_us",
-    [K_DLOPEN_EV]      = "dlopen_events",
-    [K_TRUNC_NS]       = "ftruncate_pair_ns",
-    [K_TRUNC_EV]       = "ftruncate_pair_events",
-    [K_RETRIED_PCT]    = "retried_pct",
+    [K_INSTALL_US] = "install_us",          [K_HOOK_NS] = "hook_ns",
+    [K_MUNMAP_LIBC_NS] = "munmap_libc_ns",  [K_MUNMAP_SYS_NS] = "munmap_sys_ns",
+    [K_MUNMAP_EV] = "munmap_events",        [K_MMAP_NS] = "mmap_pair_ns",
+    [K_MMAP_EV] = "mmap_pair_events",       [K_MALLOC64_NS] = "malloc64_ns",
+    [K_MALLOC64_EV] = "malloc64_events",    [K_MALLOC1M_NS] = "malloc1m_ns",
+    [K_MALLOC1M_EV] = "malloc1m_events",    [K_DLOPEN_US] = "dlopen_us",
+    [K_DLOPEN_EV] = "dlopen_events",        [K_TRUNC_NS] = "ftruncate_pair_ns",
+    [K_TRUNC_EV] = "ftruncate_pair_events", [K_RETRIED_PCT] = "retried_pct",
 };
 
 /* Rows of the main table */
@@ -137,9 +129,9 @@ typedef enum {
 } bench_row_kind_t;
 
 static const struct {
-    bench_key_t      key;
-    const char       *label;
-    const char       *unit;
+    bench_key_t key;
+    const char *label;
+    const char *unit;
     bench_row_kind_t kind;
 } bench_rows[] = {
     {K_HOOK_NS, "hooked munmap, +ns/call", "ns", ROW_DELTA},
@@ -156,7 +148,7 @@ static const struct {
 
 static const struct {
     bench_key_t key;
-    const char  *label;
+    const char *label;
 } bench_event_rows[] = {
     {K_MUNMAP_EV, "munmap (unmapped range)"},
     {K_MMAP_EV, "mmap+munmap 4 KiB"},
@@ -169,37 +161,37 @@ static const struct {
 #define BENCH_NEVROWS (sizeof(bench_event_rows) / sizeof(bench_event_rows[0]))
 
 typedef struct {
-    const char *name;   /* column title */
-    const char *lib;    /* "none" or a path */
-    const char *mode;   /* "none", "reloc", "bistro" */
-    int        ours;    /* check against the targets */
-    char       skip[160];
+    const char *name; /* column title */
+    const char *lib;  /* "none" or a path */
+    const char *mode; /* "none", "reloc", "bistro" */
+    int ours;         /* check against the targets */
+    char skip[160];
     /* results */
-    double     samples[K_LAST][BENCH_MAX_SAMPLES];
-    int        nsamples[K_LAST];
-    char       key_skip[K_LAST][160];
-    char       failure[200]; /* last failure of a worker, "" if none */
-    int        nfailures;
-    int        nruns;
-    int        hung;         /* a worker timed out: run no more of them */
-    char       notes[512];
+    double samples[K_LAST][BENCH_MAX_SAMPLES];
+    int nsamples[K_LAST];
+    char key_skip[K_LAST][160];
+    char failure[200]; /* last failure of a worker, "" if none */
+    int nfailures;
+    int nruns;
+    int hung; /* a worker timed out: run no more of them */
+    char notes[512];
 } bench_config_t;
 
 typedef struct {
-    int         quick;
-    int         csv;
-    int         verbose;
-    int         opts_only;     /* select the mode with ucm_set_global_opts()
-                                  only, not UCX_MEM_MMAP_HOOK_MODE too */
-    int         passes;
-    int         rounds;
-    double      round_ms;
-    int         install_runs;  /* extra install-only workers per config */
-    int         timeout_s;
-    const char  *ours;
-    const char  *ucx;
-    const char  *dl;
-    const char  *dl_origin;
+    int quick;
+    int csv;
+    int verbose;
+    int opts_only; /* select the mode with ucm_set_global_opts()
+                      only, not UCX_MEM_MMAP_HOOK_MODE too */
+    int passes;
+    int rounds;
+    double round_ms;
+    int install_runs; /* extra install-only workers per config */
+    int timeout_s;
+    const char *ours;
+    const char *ucx;
+    const char *dl;
+    const char *dl_origin;
 } bench_opts_t;
 
 /* ------------------------------------------------------------------------ */
@@ -216,7 +208,7 @@ static double bench_now_ns(void)
 
 static int bench_cmp_double(const void *a, const void *b)
 {
-    double x = *(const double*)a, y = *(const double*)b;
+    double x = *(const double *)a, y = *(const double *)b;
 
     return (x < y) ? -1 : (x > y) ? 1 : 0;
 }
@@ -233,8 +225,8 @@ static double bench_median(const double *values, int count)
         sorted[i] = values[i];
     }
     qsort(sorted, count, sizeof(double), bench_cmp_double);
-    return (count % 2) ? sorted[count / 2] :
-                         (sorted[(count / 2) - 1] + sorted[count / 2]) / 2;
+    return (count % 2) ? sorted[count / 2]
+                       : (sorted[(count / 2) - 1] + sorted[count / 2]) / 2;
 }
 
 static int bench_file_exists(const char *path)
@@ -418,8 +410,8 @@ static double bench_round(bench_loop_t loop, long iters, unsigned long *calls_p)
         cpu_start = bench_thread_cpu_ns();
         start     = bench_now_ns();
         loop(iters);
-        wall      = bench_now_ns() - start;
-        cpu       = bench_thread_cpu_ns() - cpu_start;
+        wall = bench_now_ns() - start;
+        cpu  = bench_thread_cpu_ns() - cpu_start;
         *calls_p += iters;
         ++bench_rounds_total;
         if ((wall - cpu <= (wall * 0.02) + 20000) ||
@@ -477,10 +469,10 @@ static double bench_measure(bench_loop_t loop, int rounds, double target_ns,
  * differences is what the libc path costs more than the raw syscall.
  */
 typedef struct {
-    double diff;    /* median of libc - syscall, ns */
-    double libc;    /* median ns per libc call */
-    double sys;     /* median ns per raw syscall */
-    double events;  /* handler calls per libc call */
+    double diff;   /* median of libc - syscall, ns */
+    double libc;   /* median ns per libc call */
+    double sys;    /* median ns per raw syscall */
+    double events; /* handler calls per libc call */
 } bench_munmap_result_t;
 
 static void bench_munmap_pairs(int rounds, double target_ns,
@@ -504,10 +496,10 @@ static void bench_munmap_pairs(int rounds, double target_ns,
     iters  = bench_calibrate(bench_loop_munmap_sys, target_ns / 8);
     events = bench_event_count;
     for (r = 0; r < pairs; ++r) {
-        libc[r] = bench_round(bench_loop_munmap_libc, iters, &calls) /
-                  (double)iters;
-        sys[r]  = bench_round(bench_loop_munmap_sys, iters, &sys_calls) /
-                  (double)iters;
+        libc[r] =
+            bench_round(bench_loop_munmap_libc, iters, &calls) / (double)iters;
+        sys[r] = bench_round(bench_loop_munmap_sys, iters, &sys_calls) /
+                 (double)iters;
         diff[r] = libc[r] - sys[r];
     }
     result->diff   = bench_median(diff, pairs);
@@ -593,16 +585,15 @@ static void *bench_load_ucm(const char *lib)
         bench_out("fail dlopen: %s (needed by %s: %s)", dlerror(), lib, error);
         return NULL;
     }
-    bench_out("note %s loaded with it (libucm needs libucs symbols)",
-              ucs_path);
+    bench_out("note %s loaded with it (libucm needs libucs symbols)", ucs_path);
     return handle;
 }
 
 static int bench_worker(const char *lib, const char *mode_name, int rounds,
                         double round_ms, int install_only, int opts_only)
 {
-    ucs_status_t (*set_handler)(int, int, ucm_event_callback_t, void*);
-    void (*set_opts)(const ucm_global_config_t*);
+    ucs_status_t (*set_handler)(int, int, ucm_event_callback_t, void *);
+    void (*set_opts)(const ucm_global_config_t *);
     double target_ns = round_ms * 1e6;
     bench_munmap_result_t pre;
     ucm_global_config_t config;
@@ -641,8 +632,8 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
         if (lib_handle == NULL) {
             return 3;
         }
-        *(void**)&set_opts    = dlsym(lib_handle, "ucm_set_global_opts");
-        *(void**)&set_handler = dlsym(lib_handle, "ucm_set_event_handler");
+        *(void **)&set_opts    = dlsym(lib_handle, "ucm_set_global_opts");
+        *(void **)&set_handler = dlsym(lib_handle, "ucm_set_event_handler");
         if ((set_opts == NULL) || (set_handler == NULL)) {
             bench_out("fail %s lacks ucm_set_global_opts/ucm_set_event_handler",
                       lib);
@@ -709,9 +700,9 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
         }
     }
     bench_out("ok %s %.1f", bench_key_names[K_RETRIED_PCT],
-              (bench_rounds_total > 0) ?
-                      (100.0 * bench_rounds_disturbed) / bench_rounds_total :
-                      0.0);
+              (bench_rounds_total > 0)
+                  ? (100.0 * bench_rounds_disturbed) / bench_rounds_total
+                  : 0.0);
     return 0;
 }
 
@@ -837,7 +828,7 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
                 dup2(devnull, 1);
             }
         }
-        execv("/proc/self/exe", (char* const*)argv);
+        execv("/proc/self/exe", (char *const *)argv);
         dprintf(fds[1], "fail exec: %s\n", strerror(errno));
         _exit(127);
     }
@@ -870,9 +861,9 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
         if (nread <= 0) {
             break;
         }
-        used      += nread;
-        buf[used]  = '\0';
-        line       = buf;
+        used += nread;
+        buf[used] = '\0';
+        line      = buf;
         while ((nl = strchr(line, '\n')) != NULL) {
             *nl = '\0';
             bench_parse_line(cfg, line, reason, sizeof(reason));
@@ -907,8 +898,7 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
 }
 
 /* Median of a key, or 0 with *ok_p = 0 if there is no sample */
-static double bench_value(const bench_config_t *cfg, bench_key_t key,
-                          int *ok_p)
+static double bench_value(const bench_config_t *cfg, bench_key_t key, int *ok_p)
 {
     *ok_p = (cfg->nsamples[key] > 0);
     return *ok_p ? bench_median(cfg->samples[key], cfg->nsamples[key]) : 0;
@@ -1086,7 +1076,7 @@ static void bench_print_table(const bench_opts_t *opts, bench_config_t *cfgs,
             continue;
         }
         printf("  %-12s", cfgs[c].name);
-        v = bench_value(&cfgs[c], K_HOOK_NS, &ok);
+        v    = bench_value(&cfgs[c], K_HOOK_NS, &ok);
         base = bench_value(&cfgs[0], K_HOOK_NS, &base_ok);
         if (ok && base_ok) {
             printf(" hooked call %+.1f ns %-4s", v - base,
@@ -1125,7 +1115,8 @@ static void bench_print_table(const bench_opts_t *opts, bench_config_t *cfgs,
         v = bench_value(&cfgs[c], K_RETRIED_PCT, &ok);
         if (ok && (v >= 10)) {
             printf("%s: busy machine: %.0f%% of the timed rounds were retried"
-                   " (worker preempted)\n", cfgs[c].name, v);
+                   " (worker preempted)\n",
+                   cfgs[c].name, v);
         }
         if (cfgs[c].key_skip[K_DLOPEN_US][0] != '\0') {
             printf("%s: dlopen+dlclose skipped: %s\n", cfgs[c].name,
@@ -1178,9 +1169,9 @@ static void bench_resolve_paths(bench_opts_t *opts)
         opts->ours = env;
     }
     if (opts->ours == NULL) {
-        opts->ours = (build_tree && bench_file_exists(UCM_BENCH_OURS_BUILD)) ?
-                             UCM_BENCH_OURS_BUILD :
-                             UCM_BENCH_OURS_INSTALLED;
+        opts->ours = (build_tree && bench_file_exists(UCM_BENCH_OURS_BUILD))
+                         ? UCM_BENCH_OURS_BUILD
+                         : UCM_BENCH_OURS_INSTALLED;
     }
     if ((opts->ucx == NULL) && ((env = getenv("UCM_BENCH_UCX")) != NULL)) {
         opts->ucx = env;
@@ -1220,17 +1211,18 @@ static void bench_resolve_paths(bench_opts_t *opts)
 
 static void bench_usage(FILE *stream)
 {
-    fprintf(stream,
-            "Usage: ucm_bench_hooks [--quick] [--csv] [--verbose] [--opts-only] "
-            "[--ours PATH] [--ucx PATH] [--dl PATH]\n"
-            "  --quick      short run\n"
-            "  --csv        machine-readable output\n"
-            "  --verbose    show the workers' log messages\n"
-            "  --opts-only  select the hook mode with ucm_set_global_opts()"
-            " only\n"
-            "  --ours PATH  our libucm.so.0 (env UCM_BENCH_OURS)\n"
-            "  --ucx PATH   stock UCX libucm.so.0 (env UCM_BENCH_UCX)\n"
-            "  --dl PATH    module for the dlopen loop (env UCM_BENCH_DL)\n");
+    fprintf(
+        stream,
+        "Usage: ucm_bench_hooks [--quick] [--csv] [--verbose] [--opts-only] "
+        "[--ours PATH] [--ucx PATH] [--dl PATH]\n"
+        "  --quick      short run\n"
+        "  --csv        machine-readable output\n"
+        "  --verbose    show the workers' log messages\n"
+        "  --opts-only  select the hook mode with ucm_set_global_opts()"
+        " only\n"
+        "  --ours PATH  our libucm.so.0 (env UCM_BENCH_OURS)\n"
+        "  --ucx PATH   stock UCX libucm.so.0 (env UCM_BENCH_UCX)\n"
+        "  --dl PATH    module for the dlopen loop (env UCM_BENCH_DL)\n");
 }
 
 static int bench_driver(bench_opts_t *opts)
@@ -1261,8 +1253,8 @@ static int bench_driver(bench_opts_t *opts)
     cfgs[4].mode = "bistro";
     for (c = 1; c < ncfg; ++c) {
         if (access(cfgs[c].lib, R_OK) != 0) {
-            snprintf(cfgs[c].skip, sizeof(cfgs[c].skip), "%s: %s",
-                     cfgs[c].lib, strerror(errno));
+            snprintf(cfgs[c].skip, sizeof(cfgs[c].skip), "%s: %s", cfgs[c].lib,
+                     strerror(errno));
         }
     }
 
@@ -1272,8 +1264,7 @@ static int bench_driver(bench_opts_t *opts)
                opts->quick ? "quick" : "full", opts->passes, opts->rounds,
                opts->round_ms);
         printf("  ours: %s\n  ucx:  %s\n  dl:   %s (%s)\n", opts->ours,
-               opts->ucx, (opts->dl != NULL) ? opts->dl : "-",
-               opts->dl_origin);
+               opts->ucx, (opts->dl != NULL) ? opts->dl : "-", opts->dl_origin);
         fflush(stdout);
     }
 
@@ -1317,7 +1308,7 @@ static int bench_driver(bench_opts_t *opts)
 
 int main(int argc, char **argv)
 {
-    bench_opts_t opts = {0};
+    bench_opts_t opts      = {0};
     const char *worker_lib = NULL, *worker_mode = NULL;
     int install_only = 0, i;
 

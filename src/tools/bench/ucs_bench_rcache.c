@@ -49,27 +49,27 @@
 #define UCS_BENCH_MAX_RESULTS 64
 
 typedef struct {
-    ucs_status_t (*create)(const ucs_rcache_params_t*, const char*, void*,
-                           ucs_rcache_t**);
-    void         (*destroy)(ucs_rcache_t*);
-    ucs_status_t (*get)(ucs_rcache_t*, void*, size_t, int, void*,
-                        ucs_rcache_region_t**);
-    void         (*put)(ucs_rcache_t*, ucs_rcache_region_t*);
+    ucs_status_t (*create)(const ucs_rcache_params_t *, const char *, void *,
+                           ucs_rcache_t **);
+    void (*destroy)(ucs_rcache_t *);
+    ucs_status_t (*get)(ucs_rcache_t *, void *, size_t, int, void *,
+                        ucs_rcache_region_t **);
+    void (*put)(ucs_rcache_t *, ucs_rcache_region_t *);
 } bench_api_t;
 
 typedef struct {
-    char   name[128];
-    double value[4];   /* ours, ucx, none, abi */
-    int    valid[4];
+    char name[128];
+    double value[4]; /* ours, ucx, none, abi */
+    int valid[4];
 } bench_result_t;
 
 #define UCS_BENCH_IMPLS 4
 static const char *bench_impl_names[] = {"ours", "ucx", "none", "abi"};
 static bench_api_t bench_api;
-static void        *bench_abi_create; /* abi: the library's create */
-static int         bench_impl;    /* 0 ours, 1 ucx, 2 none, 3 abi */
-static int         bench_quick;
-static FILE        *bench_out;
+static void *bench_abi_create; /* abi: the library's create */
+static int bench_impl;         /* 0 ours, 1 ucx, 2 none, 3 abi */
+static int bench_quick;
+static FILE *bench_out;
 
 static double bench_now_ns(void)
 {
@@ -138,7 +138,7 @@ static ucs_status_t bench_none_create(const ucs_rcache_params_t *params,
                                       const char *name, void *stats,
                                       ucs_rcache_t **rcache_p)
 {
-    *rcache_p = (ucs_rcache_t*)&bench_none_region;
+    *rcache_p = (ucs_rcache_t *)&bench_none_region;
     return UCS_OK;
 }
 
@@ -146,8 +146,8 @@ static void bench_none_destroy(ucs_rcache_t *rcache)
 {
 }
 
-static ucs_status_t bench_none_get(ucs_rcache_t *rcache, void *addr,
-                                   size_t len, int prot, void *arg,
+static ucs_status_t bench_none_get(ucs_rcache_t *rcache, void *addr, size_t len,
+                                   int prot, void *arg,
                                    ucs_rcache_region_t **region_p)
 {
     bench_mem_reg(NULL, rcache, arg, &bench_none_region, 0);
@@ -174,7 +174,7 @@ static ucs_rcache_t *bench_create(unsigned long max_regions)
 #ifdef UCS_BENCH_HAVE_STOCK_ABI
     if (bench_impl == 3) {
         if (bench_stock_create(bench_abi_create, max_regions,
-                               (void**)&rcache) != 0) {
+                               (void **)&rcache) != 0) {
             fprintf(stderr, "abi: rcache create failed\n");
             exit(3);
         }
@@ -211,8 +211,7 @@ static void *bench_map(size_t npages)
     return p;
 }
 
-static inline void bench_get_put(ucs_rcache_t *rcache, void *addr,
-                                 size_t len)
+static inline void bench_get_put(ucs_rcache_t *rcache, void *addr, size_t len)
 {
     ucs_rcache_region_t *region;
 
@@ -254,7 +253,7 @@ static void bench_random_hits(unsigned long n, const char *name)
     unsigned long iters = bench_quick ? 70000 : 700000;
     char *area          = bench_map(2 * n);
     ucs_rcache_t *rcache;
-    uint64_t x = 88172645463325252ull;
+    uint64_t x  = 88172645463325252ull;
     double best = 1e30, t;
     unsigned long i, r;
     long rss0, rss1;
@@ -268,12 +267,11 @@ static void bench_random_hits(unsigned long n, const char *name)
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
         t = bench_cpu_ns();
         for (i = 0; i < iters; ++i) {
-            bench_get_put(rcache,
-                          area + 2 * bench_random_below(&x, n) *
-                                         UCS_BENCH_PAGE + 8,
-                          64);
+            bench_get_put(
+                rcache,
+                area + 2 * bench_random_below(&x, n) * UCS_BENCH_PAGE + 8, 64);
         }
-        t = (bench_cpu_ns() - t) / iters;
+        t    = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
     }
     /* after the hits: what lookups touch (hint tables) counts too */
@@ -293,9 +291,9 @@ static void bench_random_hits(unsigned long n, const char *name)
  * fetch-and-sub), nothing else.  Reported in the "none" column. */
 static void bench_atomic_floor(void)
 {
-    unsigned long iters     = bench_quick ? 3000000 : 30000000;
+    unsigned long iters               = bench_quick ? 3000000 : 30000000;
     static volatile uint32_t refcount = 1;
-    double best = 1e30, t;
+    double best                       = 1e30, t;
     unsigned long i, r;
     uint32_t old;
 
@@ -309,7 +307,7 @@ static void bench_atomic_floor(void)
             }
             __atomic_fetch_sub(&refcount, 1, __ATOMIC_RELEASE);
         }
-        t = (bench_cpu_ns() - t) / iters;
+        t    = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
     }
     bench_report("floor: hold+release atomics, 1 region (ns)", best);
@@ -326,7 +324,7 @@ static void bench_memory_floor(unsigned long n, const char *name)
     unsigned long iters = bench_quick ? 70000 : 700000;
     const size_t slot   = 128;
     uint64_t x          = 0x9e3779b97f4a7c15ull;
-    double best = 1e30, t;
+    double best         = 1e30, t;
     unsigned long i, j, r;
     uint32_t *perm, tmp;
     char *buf;
@@ -348,15 +346,15 @@ static void bench_memory_floor(unsigned long n, const char *name)
         perm[j] = tmp;
     }
     for (i = 0; i < n; ++i) {
-        *(void**)(buf + perm[i] * slot) = buf + perm[(i + 1) % n] * slot;
+        *(void **)(buf + perm[i] * slot) = buf + perm[(i + 1) % n] * slot;
     }
-    p = (void**)buf;
+    p = (void **)buf;
     for (r = 0; r < UCS_BENCH_ROUNDS; ++r) {
         t = bench_cpu_ns();
         for (i = 0; i < iters; ++i) {
-            p = (void**)*p;
+            p = (void **)*p;
         }
-        t = (bench_cpu_ns() - t) / iters;
+        t    = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
     }
     if (p == NULL) { /* keeps the chase */
@@ -368,10 +366,10 @@ static void bench_memory_floor(unsigned long n, const char *name)
 }
 
 typedef struct {
-    ucs_rcache_t  *rcache;
-    char          *addr;
+    ucs_rcache_t *rcache;
+    char *addr;
     unsigned long iters;
-    double        cpu_ns;  /* out: the thread's CPU time */
+    double cpu_ns; /* out: the thread's CPU time */
 } bench_thread_arg_t;
 
 static void *bench_thread(void *p)
@@ -420,8 +418,8 @@ static double bench_threads(ucs_rcache_t *rcache, char *area, int nthreads,
         for (cpu = 0, i = 0; i < nthreads; ++i) {
             cpu += args[i].cpu_ns;
         }
-        cpu      /= nthreads * iters;
-        best_cpu  = (cpu < best_cpu) ? cpu : best_cpu;
+        cpu /= nthreads * iters;
+        best_cpu = (cpu < best_cpu) ? cpu : best_cpu;
     }
     *cpu_per_op = best_cpu;
     return best;
@@ -454,7 +452,7 @@ static void bench_scaling(void)
 static void bench_miss_evict(void)
 {
     unsigned long n = 4096, iters = bench_quick ? 7000 : 70000;
-    char *area      = bench_map(2 * n);
+    char *area           = bench_map(2 * n);
     ucs_rcache_t *rcache = bench_create(1000);
     double best = 1e30, bare = 1e30, t;
     unsigned long i, r;
@@ -467,7 +465,7 @@ static void bench_miss_evict(void)
         for (i = 0; i < iters; ++i) {
             bench_get_put(rcache, area + 2 * (i % n) * UCS_BENCH_PAGE, 64);
         }
-        t = (bench_cpu_ns() - t) / iters;
+        t    = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
 
         t = bench_cpu_ns();
@@ -475,7 +473,7 @@ static void bench_miss_evict(void)
             bench_mem_reg(NULL, rcache, NULL, &bench_none_region, 0);
             bench_mem_dereg(NULL, rcache, &bench_none_region);
         }
-        t = (bench_cpu_ns() - t) / iters;
+        t    = (bench_cpu_ns() - t) / iters;
         bare = (t < bare) ? t : bare;
     }
     bench_report("miss + LRU eviction (ns)", best);
@@ -531,7 +529,7 @@ static void bench_worker(const char *lib)
         bench_api.destroy = bench_none_destroy;
         bench_api.get     = bench_none_get;
         bench_api.put     = bench_none_put;
-        iters            /= 100;
+        iters /= 100;
     } else {
         handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (handle == NULL) {
@@ -543,7 +541,7 @@ static void bench_worker(const char *lib)
         bench_api.destroy = dlsym(handle, "ucs_rcache_destroy");
         bench_api.get     = dlsym(handle, "ucs_rcache_get");
         bench_api.put     = dlsym(handle, "ucs_rcache_region_put");
-        bench_abi_create  = (void*)bench_api.create;
+        bench_abi_create  = (void *)bench_api.create;
         if (!bench_api.create || !bench_api.destroy || !bench_api.get ||
             !bench_api.put) {
             fprintf(stderr, "%s: ucs_rcache_* not found in %s\n",
@@ -560,7 +558,7 @@ static void bench_worker(const char *lib)
         for (i = 0; i < iters; ++i) {
             bench_get_put(rcache, area + 8, 64);
         }
-        t = (bench_cpu_ns() - t) / iters;
+        t    = (bench_cpu_ns() - t) / iters;
         best = (t < best) ? t : best;
     }
     bench_report("hit get+put, 1 region (ns)", best);
@@ -571,17 +569,17 @@ static void bench_worker(const char *lib)
     bench_random_hits(100000, "random hits, 100k regions (ns)");
     if (bench_impl != 2) {
         bench_random_hits(bench_quick ? 200000 : 1000000,
-                          bench_quick ? "random hits, 200k regions (ns)" :
-                                        "random hits, 1M regions (ns)");
+                          bench_quick ? "random hits, 200k regions (ns)"
+                                      : "random hits, 1M regions (ns)");
     }
     if (bench_impl == 2) {
         bench_atomic_floor();
         bench_memory_floor(10000, "floor: 1 random load, 10k x 128 B (ns)");
         bench_memory_floor(100000, "floor: 1 random load, 100k x 128 B (ns)");
         bench_memory_floor(bench_quick ? 200000 : 1000000,
-                           bench_quick ?
-                                   "floor: 1 random load, 200k x 128 B (ns)" :
-                                   "floor: 1 random load, 1M x 128 B (ns)");
+                           bench_quick
+                               ? "floor: 1 random load, 200k x 128 B (ns)"
+                               : "floor: 1 random load, 1M x 128 B (ns)");
     }
     bench_scaling();
     bench_miss_evict();
@@ -591,8 +589,8 @@ static void bench_worker(const char *lib)
     }
 }
 
-static int bench_run_worker(int impl, const char *lib,
-                            bench_result_t *results, unsigned *nresults)
+static int bench_run_worker(int impl, const char *lib, bench_result_t *results,
+                            unsigned *nresults)
 {
     char line[256], name[128];
     size_t len;
@@ -628,7 +626,7 @@ static int bench_run_worker(int impl, const char *lib,
         }
         *sp   = '\0';
         value = atof(sp + 1);
-        len = ucs_min(strlen(line), sizeof(name) - 1); /* truncates */
+        len   = ucs_min(strlen(line), sizeof(name) - 1); /* truncates */
         memcpy(name, line, len);
         name[len] = '\0';
         for (i = 0; i < *nresults; ++i) {
@@ -686,8 +684,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--abi") && (i + 1 < (unsigned)argc)) {
             abi = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--ours PATH] [--abi PATH] "
-                    "[--ucx PATH]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--quick] [--ours PATH] [--abi PATH] "
+                    "[--ucx PATH]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -706,23 +706,24 @@ int main(int argc, char **argv)
 #endif
     memset(results, 0, sizeof(results));
     printf("fake registration: mem_reg %d ns, mem_dereg %d ns; best of %d "
-           "rounds\nours: %s\nabi:  %s\nucx:  %s\n\n", UCS_BENCH_REG_NS,
-           UCS_BENCH_DEREG_NS, UCS_BENCH_ROUNDS, ours,
-           (abi != NULL) ? abi : "(left out: built without Debian's UCX "
-                                 "headers)", ucx);
+           "rounds\nours: %s\nabi:  %s\nucx:  %s\n\n",
+           UCS_BENCH_REG_NS, UCS_BENCH_DEREG_NS, UCS_BENCH_ROUNDS, ours,
+           (abi != NULL) ? abi
+                         : "(left out: built without Debian's UCX "
+                           "headers)",
+           ucx);
     fflush(stdout);
     ret |= bench_run_worker(0, ours, results, &nresults) ? 1 : 0;
     ret |= bench_run_worker(3, abi, results, &nresults) ? 1 : 0;
     bench_run_worker(1, ucx, results, &nresults);
     bench_run_worker(2, "", results, &nresults);
 
-    printf("%-40s %10s %10s %10s %10s %9s %9s\n", "case", "ours",
-           "stock-abi", "ucx-1.13", "none", "ucx/ours", "abi/ours");
+    printf("%-40s %10s %10s %10s %10s %9s %9s\n", "case", "ours", "stock-abi",
+           "ucx-1.13", "none", "ucx/ours", "abi/ours");
     for (i = 0; i < nresults; ++i) {
         for (j = 0; j < UCS_BENCH_IMPLS; ++j) {
             if (results[i].valid[j]) {
-                snprintf(cell[j], sizeof(cell[j]), "%.1f",
-                         results[i].value[j]);
+                snprintf(cell[j], sizeof(cell[j]), "%.1f", results[i].value[j]);
             } else {
                 snprintf(cell[j], sizeof(cell[j]), "-");
             }
@@ -731,8 +732,8 @@ int main(int argc, char **argv)
             bench_ratio(&results[i], (j == 0) ? 1 : 3, ratio[j],
                         sizeof(ratio[j]));
         }
-        printf("%-40s %10s %10s %10s %10s %9s %9s\n", results[i].name,
-               cell[0], cell[3], cell[1], cell[2], ratio[0], ratio[1]);
+        printf("%-40s %10s %10s %10s %10s %9s %9s\n", results[i].name, cell[0],
+               cell[3], cell[1], cell[2], ratio[0], ratio[1]);
     }
     printf("\n(Mops/s rows: higher is better, a ratio < 1 means ours is "
            "faster;\n other rows: ns, a ratio > 1 means ours is faster; "

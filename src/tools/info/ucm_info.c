@@ -22,13 +22,13 @@
 #include <unistd.h>
 
 static const struct {
-    int        event;
+    int event;
     const char *name;
 } ucm_info_events[] = {
-    {UCM_EVENT_MMAP, "MMAP"},         {UCM_EVENT_MUNMAP, "MUNMAP"},
-    {UCM_EVENT_MREMAP, "MREMAP"},     {UCM_EVENT_SHMAT, "SHMAT"},
-    {UCM_EVENT_SHMDT, "SHMDT"},       {UCM_EVENT_SBRK, "SBRK"},
-    {UCM_EVENT_MADVISE, "MADVISE"},   {UCM_EVENT_BRK, "BRK"},
+    {UCM_EVENT_MMAP, "MMAP"},           {UCM_EVENT_MUNMAP, "MUNMAP"},
+    {UCM_EVENT_MREMAP, "MREMAP"},       {UCM_EVENT_SHMAT, "SHMAT"},
+    {UCM_EVENT_SHMDT, "SHMDT"},         {UCM_EVENT_SBRK, "SBRK"},
+    {UCM_EVENT_MADVISE, "MADVISE"},     {UCM_EVENT_BRK, "BRK"},
     {UCM_EVENT_VM_MAPPED, "VM_MAPPED"}, {UCM_EVENT_VM_UNMAPPED, "VM_UNMAPPED"},
 };
 
@@ -41,7 +41,8 @@ static void ucm_info_print_config(void)
     unsigned i;
 
     printf("#\n# Memory hooks configuration (UCX_MEM_*)\n#\n");
-    for (i = 0; ucm_config_get(i, &name, value, sizeof(value), &doc) == 0; ++i) {
+    for (i = 0; ucm_config_get(i, &name, value, sizeof(value), &doc) == 0;
+         ++i) {
         printf("# %s\nUCX_%s=%s\n", doc, name, value);
     }
 }
@@ -115,7 +116,7 @@ static int ucm_info_rcache(void)
 {
     static const ucs_rcache_ops_t ops = {ucm_info_rcache_reg,
                                          ucm_info_rcache_dereg, NULL};
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page                       = (size_t)sysconf(_SC_PAGESIZE);
     ucs_rcache_params_t params;
     ucs_rcache_region_t *region;
     ucs_rcache_stats_t stats;
@@ -145,11 +146,14 @@ static int ucm_info_rcache(void)
         return 1;
     }
     /* miss, hit, then a request touching it: one merged registration */
-    if ((ucs_rcache_get(rcache, buf, page, PROT_READ, NULL, &region) != UCS_OK) ||
+    if ((ucs_rcache_get(rcache, buf, page, PROT_READ, NULL, &region) !=
+         UCS_OK) ||
         (ucs_rcache_region_put(rcache, region), 0) ||
-        (ucs_rcache_get(rcache, buf + 8, 64, PROT_READ, NULL, &region) != UCS_OK) ||
+        (ucs_rcache_get(rcache, buf + 8, 64, PROT_READ, NULL, &region) !=
+         UCS_OK) ||
         (ucs_rcache_region_put(rcache, region), 0) ||
-        (ucs_rcache_get(rcache, buf + page, page, PROT_READ, NULL, &region) != UCS_OK)) {
+        (ucs_rcache_get(rcache, buf + page, page, PROT_READ, NULL, &region) !=
+         UCS_OK)) {
         printf("# rcache demo: ucs_rcache_get failed\n");
         bad = 1;
     } else {
@@ -213,7 +217,7 @@ int main(int argc, char **argv)
         case 'e': self_test = 1; break;
         case 'a': print_config = self_test = 1; break;
         case 'h': ucm_info_usage(argv[0]); return 0;
-        default:  ucm_info_usage(argv[0]); return 2;
+        default: ucm_info_usage(argv[0]); return 2;
         }
     }
     if (!print_config && !self_test && !rcache) {

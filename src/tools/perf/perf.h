@@ -16,14 +16,14 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#define PERF_MAX_IOV 8
-#define PERF_DEFAULT_PORT 13337
-#define PERF_DEFAULT_ITERS 1000000ul
+#define PERF_MAX_IOV        8
+#define PERF_DEFAULT_PORT   13337
+#define PERF_DEFAULT_ITERS  1000000ul
 #define PERF_DEFAULT_WARMUP 10000ul
 #define PERF_DEFAULT_AM_WIN 127u
-#define PERF_NAME_MAX 64
-#define PERF_EXIT_USAGE 2
-#define PERF_EXIT_FAILURE 1
+#define PERF_NAME_MAX       64
+#define PERF_EXIT_USAGE     2
+#define PERF_EXIT_FAILURE   1
 
 typedef enum {
     PERF_TEST_PUT_BW,

@@ -16,12 +16,12 @@
 
 #include <uct/ib/uct_ib.h>
 
-#define PERF_AM_ID_DATA 1
+#define PERF_AM_ID_DATA   1
 #define PERF_AM_ID_CREDIT 2
-#define PERF_AM_HDR_SIZE 8
-#define PERF_SEED_CLIENT 0x11
-#define PERF_SEED_SERVER 0x22
-#define PERF_STALL_S 60.0 /* a wait with no progress this long fails */
+#define PERF_AM_HDR_SIZE  8
+#define PERF_SEED_CLIENT  0x11
+#define PERF_SEED_SERVER  0x22
+#define PERF_STALL_S      60.0 /* a wait with no progress this long fails */
 
 typedef struct perf_ctx perf_ctx_t;
 

@@ -11,11 +11,11 @@
 #include <string.h>
 
 #define PERF_WIRE_MAGIC 0x75637470u /* "uctp" */
-#define PERF_MAX_MSG (1ul << 30)
+#define PERF_MAX_MSG    (1ul << 30)
 
 /* Options of ucx_perftest 1.13 that uct_perftest does not implement. */
 #define PERF_OPTS_STOCK_ONLY "b:Nc:P:m:i:loBH:A:T:M:r:SCIqUeyz"
-#define PERF_OPTS_OURS "t:n:s:w:p:fvd:x:D:O:W:R:G:h6"
+#define PERF_OPTS_OURS       "t:n:s:w:p:fvd:x:D:O:W:R:G:h6"
 
 static const char *perf_test_names[PERF_TEST_LAST] = {
     [PERF_TEST_PUT_BW] = "put_bw", [PERF_TEST_PUT_LAT] = "put_lat",
@@ -201,8 +201,7 @@ static ucs_status_t perf_opts_one(int c, const char *arg, perf_params_t *params)
         return perf_opts_error("unsupported test '%s' (put_bw, put_lat, "
                                "get_bw, get_lat, am_bw, am_lat)",
                                arg);
-    case 's':
-        return perf_opts_sizes(arg, params);
+    case 's': return perf_opts_sizes(arg, params);
     case 'n':
         if (perf_opts_u64(arg, 1, UINT64_MAX / 2, "iteration count", &v) !=
             UCS_OK) {
@@ -275,17 +274,10 @@ static ucs_status_t perf_opts_one(int c, const char *arg, perf_params_t *params)
             return UCS_ERR_UNSUPPORTED;
         }
         return UCS_OK;
-    case 'f':
-        params->final_only = 1;
-        return UCS_OK;
-    case 'v':
-        params->csv = 1;
-        return UCS_OK;
-    case '6':
-        params->ipv6 = 1;
-        return UCS_OK;
-    default:
-        return UCS_ERR_INVALID_PARAM;
+    case 'f': params->final_only = 1; return UCS_OK;
+    case 'v': params->csv = 1; return UCS_OK;
+    case '6': params->ipv6 = 1; return UCS_OK;
+    default: return UCS_ERR_INVALID_PARAM;
     }
 }
 

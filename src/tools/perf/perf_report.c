@@ -11,10 +11,10 @@
 #include <time.h>
 
 #define PERF_REPORT_INTERVAL_NS 1000000000ull
-#define PERF_REPORT_ALL_CAP (1ul << 20)
-#define PERF_REPORT_IVL_CAP (1ul << 16)
-#define PERF_REPORT_WIDTH 106 /* inside the box */
-#define PERF_MB (1024.0 * 1024.0)
+#define PERF_REPORT_ALL_CAP     (1ul << 20)
+#define PERF_REPORT_IVL_CAP     (1ul << 16)
+#define PERF_REPORT_WIDTH       106 /* inside the box */
+#define PERF_MB                 (1024.0 * 1024.0)
 
 static const char *perf_report_test_desc[PERF_TEST_LAST] = {
     [PERF_TEST_PUT_BW]  = "put bandwidth / message rate",

@@ -575,15 +575,9 @@ ucs_status_t perf_run(perf_ctx_t *ctx)
         }
         break;
     case PERF_TEST_PUT_LAT:
-    case PERF_TEST_AM_LAT:
-        status = perf_run_pingpong(ctx, &rep);
-        break;
-    case PERF_TEST_AM_BW:
-        status = perf_run_am_bw(ctx, &rep);
-        break;
-    default:
-        status = UCS_ERR_INVALID_PARAM;
-        break;
+    case PERF_TEST_AM_LAT: status = perf_run_pingpong(ctx, &rep); break;
+    case PERF_TEST_AM_BW: status = perf_run_am_bw(ctx, &rep); break;
+    default: status = UCS_ERR_INVALID_PARAM; break;
     }
     perf_report_cleanup(&rep);
 

@@ -26,32 +26,33 @@ BEGIN_C_DECLS
 
 /* Event types (bit values are ABI). */
 typedef enum ucm_event_type {
-    UCM_EVENT_NONE                = 0,
+    UCM_EVENT_NONE = 0,
     /* Native events: one per hooked call, with its arguments and result */
-    UCM_EVENT_MMAP                = UCS_BIT(0),
-    UCM_EVENT_MUNMAP              = UCS_BIT(1),
-    UCM_EVENT_MREMAP              = UCS_BIT(2),
-    UCM_EVENT_SHMAT               = UCS_BIT(3),
-    UCM_EVENT_SHMDT               = UCS_BIT(4),
-    UCM_EVENT_SBRK                = UCS_BIT(5),
-    UCM_EVENT_MADVISE             = UCS_BIT(6),
-    UCM_EVENT_BRK                 = UCS_BIT(7),
+    UCM_EVENT_MMAP    = UCS_BIT(0),
+    UCM_EVENT_MUNMAP  = UCS_BIT(1),
+    UCM_EVENT_MREMAP  = UCS_BIT(2),
+    UCM_EVENT_SHMAT   = UCS_BIT(3),
+    UCM_EVENT_SHMDT   = UCS_BIT(4),
+    UCM_EVENT_SBRK    = UCS_BIT(5),
+    UCM_EVENT_MADVISE = UCS_BIT(6),
+    UCM_EVENT_BRK     = UCS_BIT(7),
     /* Aggregate events: what happened to the address space */
-    UCM_EVENT_VM_MAPPED           = UCS_BIT(16),
-    UCM_EVENT_VM_UNMAPPED         = UCS_BIT(17),
+    UCM_EVENT_VM_MAPPED   = UCS_BIT(16),
+    UCM_EVENT_VM_UNMAPPED = UCS_BIT(17),
     /* Memory of a non-host type was allocated or released */
-    UCM_EVENT_MEM_TYPE_ALLOC      = UCS_BIT(20),
-    UCM_EVENT_MEM_TYPE_FREE       = UCS_BIT(21),
+    UCM_EVENT_MEM_TYPE_ALLOC = UCS_BIT(20),
+    UCM_EVENT_MEM_TYPE_FREE  = UCS_BIT(21),
     /* Flags for ucm_set_event_handler() */
-    UCM_EVENT_FLAG_NO_INSTALL     = UCS_BIT(24), /* add handler, install nothing */
-    UCM_EVENT_FLAG_EXISTING_ALLOC = UCS_BIT(25)  /* report existing allocations */
+    UCM_EVENT_FLAG_NO_INSTALL = UCS_BIT(24), /* add handler, install nothing */
+    UCM_EVENT_FLAG_EXISTING_ALLOC =
+        UCS_BIT(25) /* report existing allocations */
 } ucm_event_type_t;
 
 /* Values of UCX_MEM_MMAP_HOOK_MODE (index into ucm_mmap_hook_modes[]). */
 typedef enum ucm_mmap_hook_mode {
     UCM_MMAP_HOOK_NONE,
-    UCM_MMAP_HOOK_RELOC,   /* patch GOT/PLT slots of every loaded object */
-    UCM_MMAP_HOOK_BISTRO,  /* patch the entry of the libc functions */
+    UCM_MMAP_HOOK_RELOC,  /* patch GOT/PLT slots of every loaded object */
+    UCM_MMAP_HOOK_BISTRO, /* patch the entry of the libc functions */
     UCM_MMAP_HOOK_LAST
 } ucm_mmap_hook_mode_t;
 
@@ -67,85 +68,86 @@ typedef enum ucm_module_unload_prevent_mode {
  * set the result; handlers called after it see the result. */
 typedef union ucm_event {
     struct {
-        void   *result;
-        void   *address;
+        void *result;
+        void *address;
         size_t size;
-        int    prot;
-        int    flags;
-        int    fd;
-        off_t  offset;
+        int prot;
+        int flags;
+        int fd;
+        off_t offset;
     } mmap;
 
     struct {
-        int    result;
-        void   *address;
+        int result;
+        void *address;
         size_t size;
     } munmap;
 
     struct {
-        void   *result;
-        void   *address;
+        void *result;
+        void *address;
         size_t old_size;
         size_t new_size;
-        int    flags;
+        int flags;
     } mremap;
 
     struct {
-        void       *result;
-        int        shmid;
+        void *result;
+        int shmid;
         const void *shmaddr;
-        int        shmflg;
+        int shmflg;
     } shmat;
 
     struct {
-        int        result;
+        int result;
         const void *shmaddr;
     } shmdt;
 
     struct {
-        void     *result;
+        void *result;
         intptr_t increment;
     } sbrk;
 
     struct {
-        int    result;
-        void   *addr;
+        int result;
+        void *addr;
         size_t length;
-        int    advice;
+        int advice;
     } madvise;
 
     struct {
-        int  result;
+        int result;
         void *addr;
     } brk;
 
     struct {
-        void   *address;
+        void *address;
         size_t size;
     } vm_mapped, vm_unmapped;
 
     struct {
-        void              *address;
-        size_t            size;
+        void *address;
+        size_t size;
         ucs_memory_type_t mem_type;
     } mem_type;
 } ucm_event_t;
 
 /* Global options; layout is ABI (48 bytes on x86_64, UCX 1.13). */
 typedef struct ucm_global_config {
-    ucs_log_level_t      log_level;
-    int                  enable_events;
+    ucs_log_level_t log_level;
+    int enable_events;
     ucm_mmap_hook_mode_t mmap_hook_mode;
-    int                  enable_malloc_hooks;
-    int                  enable_malloc_reloc;
-    int                  cuda_hook_modes;            /* bitmap of hook modes */
-    int                  enable_dynamic_mmap_thresh;
-    size_t               alloc_alignment;
-    int                  dlopen_process_rpath;
-    int                  module_unload_prevent_mode;
+    int enable_malloc_hooks;
+    int enable_malloc_reloc;
+    int cuda_hook_modes; /* bitmap of hook modes */
+    int enable_dynamic_mmap_thresh;
+    size_t alloc_alignment;
+    int dlopen_process_rpath;
+    int module_unload_prevent_mode;
 } ucm_global_config_t;
 
-/* Current options: defaults, then UCX_MEM_* at load, then ucm_set_global_opts(). */
+/* Current options: defaults, then UCX_MEM_* at load, then
+ * ucm_set_global_opts(). */
 extern ucm_global_config_t ucm_global_opts;
 
 /* NULL-terminated names of log levels and of hook modes (parsed by libucs). */
@@ -211,7 +213,8 @@ int ucm_orig_madvise(void *addr, size_t length, int advice);
 void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
                off_t offset);
 int ucm_munmap(void *addr, size_t length);
-void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags);
+void *ucm_mremap(void *old_address, size_t old_size, size_t new_size,
+                 int flags);
 void *ucm_shmat(int shmid, const void *shmaddr, int shmflg);
 int ucm_shmdt(const void *shmaddr);
 void *ucm_sbrk(intptr_t increment);

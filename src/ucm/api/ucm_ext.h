@@ -11,17 +11,17 @@ BEGIN_C_DECLS
 
 /* How one hooked function is intercepted. */
 typedef enum ucm_hook_state {
-    UCM_HOOK_STATE_NONE,    /* not installed (yet) */
-    UCM_HOOK_STATE_RELOC,   /* GOT/PLT slots */
-    UCM_HOOK_STATE_BISTRO,  /* entry of the libc function */
-    UCM_HOOK_STATE_FAILED   /* could not be installed */
+    UCM_HOOK_STATE_NONE,   /* not installed (yet) */
+    UCM_HOOK_STATE_RELOC,  /* GOT/PLT slots */
+    UCM_HOOK_STATE_BISTRO, /* entry of the libc function */
+    UCM_HOOK_STATE_FAILED  /* could not be installed */
 } ucm_hook_state_t;
 
 typedef struct ucm_hook_info {
-    const char       *symbol;   /* "munmap", ... */
+    const char *symbol; /* "munmap", ... */
     ucm_hook_state_t state;
-    int              events;    /* UCM_EVENT_* that need this hook */
-    const char       *detail;   /* why it failed / fell back, or "" */
+    int events;         /* UCM_EVENT_* that need this hook */
+    const char *detail; /* why it failed / fell back, or "" */
 } ucm_hook_info_t;
 
 /* Fill up to max entries; returns the total number of hooked functions. */
@@ -43,8 +43,8 @@ ucs_status_t ucm_test_events_detail(int events, int *failed_p);
 
 /* Configuration entry 'index' (0..): name without "UCX_" prefix, current
  * value formatted into value[max], and help text.  -1 past the end. */
-int ucm_config_get(unsigned index, const char **name_p, char *value,
-                   size_t max, const char **doc_p);
+int ucm_config_get(unsigned index, const char **name_p, char *value, size_t max,
+                   const char **doc_p);
 
 /* Deliver MEM_TYPE_ALLOC / MEM_TYPE_FREE (memory-type hooks). */
 void ucm_dispatch_mem_type_alloc(void *addr, size_t length,
@@ -58,12 +58,12 @@ size_t ucm_shm_seg_size(const void *addr);
 
 /* One function to intercept through the GOT/PLT slots that name it. */
 typedef struct ucm_got_patch {
-    const char *symbol;  /* e.g. "cudaMalloc" */
-    void       *hook;    /* written into the slots */
-    void       *real;    /* the real function (what an untouched slot holds) */
-    void       *foreign; /* out: another hooker's function found in a slot
-                            (the hook should call it instead of ->real), or
-                            NULL */
+    const char *symbol; /* e.g. "cudaMalloc" */
+    void *hook;         /* written into the slots */
+    void *real;         /* the real function (what an untouched slot holds) */
+    void *foreign;      /* out: another hooker's function found in a slot
+                           (the hook should call it instead of ->real), or
+                           NULL */
 } ucm_got_patch_t;
 
 /* Write each ->hook into every GOT/PLT slot (JUMP_SLOT, GLOB_DAT, unchanged
@@ -85,24 +85,24 @@ ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
  * reports never waits for them).  Not for hook context (these functions
  * take a mutex and make system calls). */
 typedef enum ucm_uffd_mode {
-    UCM_UFFD_MODE_NO,   /* never */
-    UCM_UFFD_MODE_TRY,  /* when the kernel allows it, else hooks only */
-    UCM_UFFD_MODE_YES   /* required: ucm_uffd_start() fails without it */
+    UCM_UFFD_MODE_NO,  /* never */
+    UCM_UFFD_MODE_TRY, /* when the kernel allows it, else hooks only */
+    UCM_UFFD_MODE_YES  /* required: ucm_uffd_start() fails without it */
 } ucm_uffd_mode_t;
 
 typedef struct ucm_uffd_info {
-    int           mode;         /* ucm_uffd_mode_t in effect */
-    int           active;       /* monitor running in this process */
-    char          reason[160];  /* why not active (or what is active) */
-    uint64_t      features;     /* UFFD_FEATURE_* negotiated */
-    size_t        grain;        /* UCX_MEM_UFFD_GRAIN in effect */
-    unsigned long spans;        /* registered spans (also idle ones) */
-    unsigned long registers;    /* UFFDIO_REGISTER calls that succeeded */
-    unsigned long dedups;       /* subscriptions inside a registered span */
-    unsigned long unsupported;  /* subscriptions refused: kind of mapping */
-    unsigned long busy;         /* subscriptions refused: another uffd */
-    unsigned long events;       /* unmap/remove/remap events dispatched */
-    unsigned long faults;       /* missing-page faults resolved */
+    int mode;                  /* ucm_uffd_mode_t in effect */
+    int active;                /* monitor running in this process */
+    char reason[160];          /* why not active (or what is active) */
+    uint64_t features;         /* UFFD_FEATURE_* negotiated */
+    size_t grain;              /* UCX_MEM_UFFD_GRAIN in effect */
+    unsigned long spans;       /* registered spans (also idle ones) */
+    unsigned long registers;   /* UFFDIO_REGISTER calls that succeeded */
+    unsigned long dedups;      /* subscriptions inside a registered span */
+    unsigned long unsupported; /* subscriptions refused: kind of mapping */
+    unsigned long busy;        /* subscriptions refused: another uffd */
+    unsigned long events;      /* unmap/remove/remap events dispatched */
+    unsigned long faults;      /* missing-page faults resolved */
 } ucm_uffd_info_t;
 
 /* Start the monitor (idempotent; again in a forked child).  *active_p: 1 if
@@ -126,8 +126,7 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p);
  * caller that has handled no VM_UNMAPPED intersecting the span since the
  * call may take ranges inside it as reported without calling again (such
  * ranges have no token and are not counted in the span). */
-ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len,
-                                     uint64_t *token_p,
+ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len, uint64_t *token_p,
                                      uintptr_t *span_start_p,
                                      uintptr_t *span_end_p);
 

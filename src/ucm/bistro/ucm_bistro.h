@@ -28,19 +28,19 @@ typedef struct ucm_bistro_target {
 } ucm_bistro_target_t;
 
 typedef struct ucm_bistro_patch {
-    ucm_bistro_target_t target;      /* in */
-    void                *hook;       /* in: where calls must go */
-    void                *orig;       /* out: calls the original function */
-    ucs_status_t        status;      /* out */
-    const char          *detail;     /* out: why it failed */
-    int                 chained;     /* out: the entry already jumped
-                                        elsewhere (another hooker): orig
-                                        runs that hooker */
+    ucm_bistro_target_t target; /* in */
+    void *hook;                 /* in: where calls must go */
+    void *orig;                 /* out: calls the original function */
+    ucs_status_t status;        /* out */
+    const char *detail;         /* out: why it failed */
+    int chained;                /* out: the entry already jumped
+                                   elsewhere (another hooker): orig
+                                   runs that hooker */
     /* internal */
-    uintptr_t           site;        /* padding holding the 5-byte jmp, or 0 */
-    size_t              entry_len;
-    uint8_t             entry_bytes[16];
-    uint8_t             site_bytes[5];
+    uintptr_t site; /* padding holding the 5-byte jmp, or 0 */
+    size_t entry_len;
+    uint8_t entry_bytes[16];
+    uint8_t site_bytes[5];
 } ucm_bistro_patch_t;
 
 /* Patch all functions with one write-enable of the text.  The trampoline

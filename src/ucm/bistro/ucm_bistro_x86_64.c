@@ -24,22 +24,22 @@
 #endif
 
 #define UCM_BISTRO_JMP_REL32_LEN 5
-#define UCM_BISTRO_JMP_ABS_LEN   14   /* ff 25 00000000 <addr64> */
+#define UCM_BISTRO_JMP_ABS_LEN   14 /* ff 25 00000000 <addr64> */
 #define UCM_BISTRO_NEAR_LIMIT    0x7ff00000l
 #define UCM_BISTRO_INT3          0xcc
 
 typedef struct {
     size_t len;
-    int    modrm_at;   /* offset of modrm, -1 if none */
-    int    rip_disp;   /* offset of a RIP-relative disp32, -1 if none */
-    int    rel_at;     /* jmp rel8/rel32: offset of the displacement, -1 */
-    int    rel_size;
+    int modrm_at; /* offset of modrm, -1 if none */
+    int rip_disp; /* offset of a RIP-relative disp32, -1 if none */
+    int rel_at;   /* jmp rel8/rel32: offset of the displacement, -1 */
+    int rel_size;
 } ucm_bistro_insn_t;
 
 static size_t ucm_bistro_modrm_len(const uint8_t *p, int *rip_rel)
 {
     uint8_t modrm = p[0], mod = modrm >> 6, rm = modrm & 7;
-    size_t len    = 1;
+    size_t len = 1;
 
     *rip_rel = 0;
     if (mod == 3) {
@@ -83,22 +83,37 @@ static int ucm_bistro_decode(const uint8_t *code, ucm_bistro_insn_t *insn)
     op = *p++;
     switch (op) {
     case 0x50 ... 0x5f: /* push/pop reg */
-    case 0x90:          /* nop */
-        break;
+    case 0x90: /* nop */ break;
     case 0xb8 ... 0xbf: /* mov imm, reg */
         imm = rex_w ? 8 : opsize16 ? 2 : 4;
         break;
-    case 0x01: case 0x03: case 0x09: case 0x0b: case 0x21: case 0x23:
-    case 0x29: case 0x2b: case 0x31: case 0x33: case 0x39: case 0x3b:
-    case 0x84: case 0x85: case 0x88: case 0x89: case 0x8a: case 0x8b:
-    case 0x8d:
-        insn->modrm_at = (int)(p - code);
-        break;
-    case 0x80: case 0x83: case 0xc6:
+    case 0x01:
+    case 0x03:
+    case 0x09:
+    case 0x0b:
+    case 0x21:
+    case 0x23:
+    case 0x29:
+    case 0x2b:
+    case 0x31:
+    case 0x33:
+    case 0x39:
+    case 0x3b:
+    case 0x84:
+    case 0x85:
+    case 0x88:
+    case 0x89:
+    case 0x8a:
+    case 0x8b:
+    case 0x8d: insn->modrm_at = (int)(p - code); break;
+    case 0x80:
+    case 0x83:
+    case 0xc6:
         insn->modrm_at = (int)(p - code);
         imm            = 1;
         break;
-    case 0x81: case 0xc7:
+    case 0x81:
+    case 0xc7:
         insn->modrm_at = (int)(p - code);
         imm            = opsize16 ? 2 : 4;
         break;
@@ -119,8 +134,7 @@ static int ucm_bistro_decode(const uint8_t *code, ucm_bistro_insn_t *insn)
         insn->rel_size = 1;
         imm            = 1;
         break;
-    default:
-        return -1;
+    default: return -1;
     }
     if (insn->modrm_at >= 0) {
         p += ucm_bistro_modrm_len(code + insn->modrm_at, &rip_rel);
@@ -142,7 +156,7 @@ size_t ucm_bistro_insn_len(const uint8_t *code)
 /* Non-zero if [start, end) holds only nop instructions or int3. */
 static int ucm_bistro_is_padding(uintptr_t start, uintptr_t end)
 {
-    const uint8_t *p = (const uint8_t*)start;
+    const uint8_t *p = (const uint8_t *)start;
     ucm_bistro_insn_t insn;
     int is_nop;
 
@@ -193,19 +207,17 @@ static uint8_t *ucm_bistro_code_alloc(uintptr_t near, size_t size)
     for (dist = 1l << 20; dist < UCM_BISTRO_NEAR_LIMIT / 2; dist <<= 1) {
         for (dir = -1; dir <= 1; dir += 2) {
             hint = ((near & ~(page - 1)) + (uintptr_t)(dir * dist));
-            ret  = ucm_sys_mmap((void*)hint, page,
-                                PROT_READ | PROT_WRITE | PROT_EXEC,
-                                MAP_PRIVATE | MAP_ANONYMOUS |
-                                        MAP_FIXED_NOREPLACE,
-                                -1, 0);
+            ret  = ucm_sys_mmap(
+                 (void *)hint, page, PROT_READ | PROT_WRITE | PROT_EXEC,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
             if (ucm_sys_is_err(ret)) {
                 continue;
             }
             if (!ucm_bistro_is_near((uintptr_t)ret, near)) {
-                ucm_sys_munmap((void*)ret, page); /* hint ignored */
+                ucm_sys_munmap((void *)ret, page); /* hint ignored */
                 continue;
             }
-            ucm_bistro_code_page = (uint8_t*)ret;
+            ucm_bistro_code_page = (uint8_t *)ret;
             ucm_bistro_code_used = (size + 15) & ~15ul;
             return ucm_bistro_code_page;
         }
@@ -241,18 +253,18 @@ static int ucm_bistro_emit_orig(uint8_t *tramp, uintptr_t entry,
 
     if (insn->rel_at >= 0) { /* a jmp (someone else's hook): follow it */
         if (insn->rel_size == 4) {
-            memcpy(&disp32, (const void*)(entry + insn->rel_at), 4);
+            memcpy(&disp32, (const void *)(entry + insn->rel_at), 4);
             target = entry + insn->len + (long)disp32;
         } else {
-            memcpy(&disp8, (const void*)(entry + insn->rel_at), 1);
+            memcpy(&disp8, (const void *)(entry + insn->rel_at), 1);
             target = entry + insn->len + (long)disp8;
         }
         ucm_bistro_emit_jmp_abs(tramp, target);
         return 0;
     }
-    memcpy(tramp, (const void*)entry, insn->len);
+    memcpy(tramp, (const void *)entry, insn->len);
     if (insn->rip_disp >= 0) {
-        memcpy(&disp32, (const void*)(entry + insn->rip_disp), 4);
+        memcpy(&disp32, (const void *)(entry + insn->rip_disp), 4);
         new_disp = (long)disp32 + (long)(entry - (uintptr_t)tramp);
         if ((new_disp > INT32_MAX) || (new_disp < INT32_MIN)) {
             return -1;
@@ -270,7 +282,7 @@ static long ucm_bistro_protect(uintptr_t start, uintptr_t end, int prot)
     uintptr_t first = start & ~(page - 1);
     uintptr_t last  = (end + page - 1) & ~(page - 1);
 
-    return ucm_sys_mprotect((void*)first, last - first, prot);
+    return ucm_sys_mprotect((void *)first, last - first, prot);
 }
 
 /* Replace the first len bytes at entry with 'bytes' using one atomic 8-byte
@@ -283,24 +295,24 @@ static void ucm_bistro_write_entry(uintptr_t entry, const uint8_t *bytes,
     uint64_t old_word, new_word;
 
     if (offset + len <= 8) {
-        old_word = __atomic_load_n((uint64_t*)word_addr, __ATOMIC_RELAXED);
+        old_word = __atomic_load_n((uint64_t *)word_addr, __ATOMIC_RELAXED);
         do {
             new_word = old_word;
-            memcpy((uint8_t*)&new_word + offset, bytes, len);
-        } while (!__atomic_compare_exchange_n((uint64_t*)word_addr, &old_word,
+            memcpy((uint8_t *)&new_word + offset, bytes, len);
+        } while (!__atomic_compare_exchange_n((uint64_t *)word_addr, &old_word,
                                               new_word, 0, __ATOMIC_SEQ_CST,
                                               __ATOMIC_RELAXED));
     } else {
         ucm_debug("entry %p: patch spans two quadwords, written non-atomically",
-                  (void*)entry);
-        memcpy((void*)entry, bytes, len);
+                  (void *)entry);
+        memcpy((void *)entry, bytes, len);
     }
 }
 
 /* movabs $addr, %r11; jmp *%r11: how UCX and Open MPI patch an entry */
 static int ucm_bistro_is_foreign_patch(uintptr_t entry)
 {
-    const uint8_t *p = (const uint8_t*)entry;
+    const uint8_t *p = (const uint8_t *)entry;
 
     return (p[0] == 0x49) && (p[1] == 0xbb) && (p[10] == 0x41) &&
            (p[11] == 0xff) && (p[12] == 0xe3);
@@ -317,7 +329,7 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
     uint8_t *stub, *tramp;
 
     p->site = 0;
-    if (ucm_bistro_decode((const uint8_t*)entry, &insn) != 0) {
+    if (ucm_bistro_decode((const uint8_t *)entry, &insn) != 0) {
         p->detail = "first instruction not understood";
         return -1;
     }
@@ -359,8 +371,9 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
     /* jump straight to the hook when it is in reach: one page less to
      * touch on every call; else through the stub */
     jmp_site   = (p->site != 0) ? p->site : entry;
-    jmp_target = ucm_bistro_is_near((uintptr_t)p->hook, jmp_site) ?
-                         (uintptr_t)p->hook : (uintptr_t)stub;
+    jmp_target = ucm_bistro_is_near((uintptr_t)p->hook, jmp_site)
+                     ? (uintptr_t)p->hook
+                     : (uintptr_t)stub;
     memset(p->entry_bytes, UCM_BISTRO_INT3, sizeof(p->entry_bytes));
     p->entry_len = insn.len;
     if (p->site == 0) {
@@ -368,8 +381,8 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
     } else {
         ucm_bistro_emit_jmp_rel32(p->site_bytes, p->site, jmp_target);
         p->entry_bytes[0] = 0xeb;
-        p->entry_bytes[1] = (uint8_t)(int8_t)((long)p->site -
-                                              (long)(entry + 2));
+        p->entry_bytes[1] =
+            (uint8_t)(int8_t)((long)p->site - (long)(entry + 2));
     }
     p->orig    = tramp;
     p->chained = (insn.rel_at >= 0) || ucm_bistro_is_foreign_patch(entry);
@@ -400,8 +413,9 @@ ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count)
         lo = (p->site && (p->site < lo)) ? p->site : lo;
         hi = (p->site && (p->site + 5 > hi)) ? p->site + 5 : hi;
         lo = (p->target.entry < lo) ? p->target.entry : lo;
-        hi = (p->target.entry + p->entry_len > hi) ?
-                     p->target.entry + p->entry_len : hi;
+        hi = (p->target.entry + p->entry_len > hi)
+                 ? p->target.entry + p->entry_len
+                 : hi;
     }
     if (ucm_bistro_code_page != NULL) {
         ucm_bistro_protect((uintptr_t)ucm_bistro_code_page,
@@ -425,7 +439,7 @@ ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count)
     for (i = 0; i < count; ++i) { /* padding first: never executed */
         p = &patches[i];
         if ((p->status == UCS_OK) && (p->site != 0)) {
-            memcpy((void*)p->site, p->site_bytes, sizeof(p->site_bytes));
+            memcpy((void *)p->site, p->site_bytes, sizeof(p->site_bytes));
         }
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -437,6 +451,6 @@ ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count)
         }
     }
     ucm_bistro_protect(lo, hi, PROT_READ | PROT_EXEC);
-    UCM_BISTRO_DISCARD((void*)lo, hi - lo);
+    UCM_BISTRO_DISCARD((void *)lo, hi - lo);
     return status;
 }

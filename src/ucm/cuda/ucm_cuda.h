@@ -55,7 +55,7 @@ ucs_status_t ucm_cuda_hooks_install(void);
 typedef struct ucm_cuda_hooks_stats {
     unsigned long slots_written;
     unsigned long slots_foreign;
-    unsigned      entry_points;   /* CUDA entry points found in the process */
+    unsigned entry_points; /* CUDA entry points found in the process */
 } ucm_cuda_hooks_stats_t;
 
 /* Fill *stats (for tests and the info tool). */

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 
 #define UCM_CUDA_ALLOCS_MIN_CAPACITY 64
-#define UCM_CUDA_ALLOCS_TOMBSTONE    ((uintptr_t)1)  /* never a device address */
+#define UCM_CUDA_ALLOCS_TOMBSTONE    ((uintptr_t)1) /* never a device address */
 
 typedef struct ucm_cuda_alloc {
-    uintptr_t         address;   /* 0: empty, 1: deleted */
-    size_t            size;
+    uintptr_t address; /* 0: empty, 1: deleted */
+    size_t size;
     ucs_memory_type_t mem_type;
 } ucm_cuda_alloc_t;
 

@@ -40,68 +40,59 @@ typedef enum ucm_cuda_hook_id {
 
 /* The replacements have exactly the types the CUDA headers declare (the
  * driver names are macros for their _v2 symbols). */
-static __typeof__(cuMemAlloc)        ucm_cuda_mem_alloc;
+static __typeof__(cuMemAlloc) ucm_cuda_mem_alloc;
 static __typeof__(cuMemAllocManaged) ucm_cuda_mem_alloc_managed;
-static __typeof__(cuMemAllocPitch)   ucm_cuda_mem_alloc_pitch;
-static __typeof__(cuMemAllocAsync)   ucm_cuda_mem_alloc_async;
-static __typeof__(cuMemFree)         ucm_cuda_mem_free;
-static __typeof__(cuMemFreeAsync)    ucm_cuda_mem_free_async;
-static __typeof__(cudaMalloc)        ucm_cudart_malloc;
+static __typeof__(cuMemAllocPitch) ucm_cuda_mem_alloc_pitch;
+static __typeof__(cuMemAllocAsync) ucm_cuda_mem_alloc_async;
+static __typeof__(cuMemFree) ucm_cuda_mem_free;
+static __typeof__(cuMemFreeAsync) ucm_cuda_mem_free_async;
+static __typeof__(cudaMalloc) ucm_cudart_malloc;
 static __typeof__(cudaMallocManaged) ucm_cudart_malloc_managed;
-static __typeof__(cudaMallocPitch)   ucm_cudart_malloc_pitch;
-static __typeof__(cudaMallocAsync)   ucm_cudart_malloc_async;
-static __typeof__(cudaFree)          ucm_cudart_free;
-static __typeof__(cudaFreeAsync)     ucm_cudart_free_async;
-static __typeof__(cuMemAllocAsync)   ucm_cuda_mem_alloc_async_ptsz;
-static __typeof__(cuMemFreeAsync)    ucm_cuda_mem_free_async_ptsz;
-static __typeof__(cudaMallocAsync)   ucm_cudart_malloc_async_ptsz;
-static __typeof__(cudaFreeAsync)     ucm_cudart_free_async_ptsz;
+static __typeof__(cudaMallocPitch) ucm_cudart_malloc_pitch;
+static __typeof__(cudaMallocAsync) ucm_cudart_malloc_async;
+static __typeof__(cudaFree) ucm_cudart_free;
+static __typeof__(cudaFreeAsync) ucm_cudart_free_async;
+static __typeof__(cuMemAllocAsync) ucm_cuda_mem_alloc_async_ptsz;
+static __typeof__(cuMemFreeAsync) ucm_cuda_mem_free_async_ptsz;
+static __typeof__(cudaMallocAsync) ucm_cudart_malloc_async_ptsz;
+static __typeof__(cudaFreeAsync) ucm_cudart_free_async_ptsz;
 
 /* Symbol and hook of each entry point; ->real is written once, before any
  * slot points to ->hook. */
 static ucm_got_patch_t ucm_cuda_patches[] = {
-    [UCM_CUDA_HOOK_MEM_ALLOC]         = {"cuMemAlloc_v2",
-                                         (void*)ucm_cuda_mem_alloc, NULL},
+    [UCM_CUDA_HOOK_MEM_ALLOC] = {"cuMemAlloc_v2", (void *)ucm_cuda_mem_alloc,
+                                 NULL},
     [UCM_CUDA_HOOK_MEM_ALLOC_MANAGED] = {"cuMemAllocManaged",
-                                         (void*)ucm_cuda_mem_alloc_managed,
+                                         (void *)ucm_cuda_mem_alloc_managed,
                                          NULL},
     [UCM_CUDA_HOOK_MEM_ALLOC_PITCH]   = {"cuMemAllocPitch_v2",
-                                         (void*)ucm_cuda_mem_alloc_pitch,
-                                         NULL},
+                                         (void *)ucm_cuda_mem_alloc_pitch, NULL},
     [UCM_CUDA_HOOK_MEM_ALLOC_ASYNC]   = {"cuMemAllocAsync",
-                                         (void*)ucm_cuda_mem_alloc_async,
-                                         NULL},
-    [UCM_CUDA_HOOK_MEM_FREE]          = {"cuMemFree_v2",
-                                         (void*)ucm_cuda_mem_free, NULL},
-    [UCM_CUDA_HOOK_MEM_FREE_ASYNC]    = {"cuMemFreeAsync",
-                                         (void*)ucm_cuda_mem_free_async,
-                                         NULL},
-    [UCM_CUDA_HOOK_MALLOC]            = {"cudaMalloc",
-                                         (void*)ucm_cudart_malloc, NULL},
-    [UCM_CUDA_HOOK_MALLOC_MANAGED]    = {"cudaMallocManaged",
-                                         (void*)ucm_cudart_malloc_managed,
-                                         NULL},
-    [UCM_CUDA_HOOK_MALLOC_PITCH]      = {"cudaMallocPitch",
-                                         (void*)ucm_cudart_malloc_pitch, NULL},
-    [UCM_CUDA_HOOK_MALLOC_ASYNC]      = {"cudaMallocAsync",
-                                         (void*)ucm_cudart_malloc_async, NULL},
-    [UCM_CUDA_HOOK_FREE]              = {"cudaFree",
-                                         (void*)ucm_cudart_free, NULL},
-    [UCM_CUDA_HOOK_FREE_ASYNC]        = {"cudaFreeAsync",
-                                         (void*)ucm_cudart_free_async, NULL},
-    [UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ] = {"cuMemAllocAsync_ptsz",
-                                            (void*)ucm_cuda_mem_alloc_async_ptsz,
-                                            NULL},
-    [UCM_CUDA_HOOK_MEM_FREE_ASYNC_PTSZ]  = {"cuMemFreeAsync_ptsz",
-                                            (void*)ucm_cuda_mem_free_async_ptsz,
-                                            NULL},
-    [UCM_CUDA_HOOK_MALLOC_ASYNC_PTSZ]    = {"cudaMallocAsync_ptsz",
-                                            (void*)ucm_cudart_malloc_async_ptsz,
-                                            NULL},
-    [UCM_CUDA_HOOK_FREE_ASYNC_PTSZ]      = {"cudaFreeAsync_ptsz",
-                                            (void*)ucm_cudart_free_async_ptsz,
-                                            NULL}
-};
+                                         (void *)ucm_cuda_mem_alloc_async, NULL},
+    [UCM_CUDA_HOOK_MEM_FREE]       = {"cuMemFree_v2", (void *)ucm_cuda_mem_free,
+                                      NULL},
+    [UCM_CUDA_HOOK_MEM_FREE_ASYNC] = {"cuMemFreeAsync",
+                                      (void *)ucm_cuda_mem_free_async, NULL},
+    [UCM_CUDA_HOOK_MALLOC] = {"cudaMalloc", (void *)ucm_cudart_malloc, NULL},
+    [UCM_CUDA_HOOK_MALLOC_MANAGED] = {"cudaMallocManaged",
+                                      (void *)ucm_cudart_malloc_managed, NULL},
+    [UCM_CUDA_HOOK_MALLOC_PITCH]   = {"cudaMallocPitch",
+                                      (void *)ucm_cudart_malloc_pitch, NULL},
+    [UCM_CUDA_HOOK_MALLOC_ASYNC]   = {"cudaMallocAsync",
+                                      (void *)ucm_cudart_malloc_async, NULL},
+    [UCM_CUDA_HOOK_FREE]       = {"cudaFree", (void *)ucm_cudart_free, NULL},
+    [UCM_CUDA_HOOK_FREE_ASYNC] = {"cudaFreeAsync",
+                                  (void *)ucm_cudart_free_async, NULL},
+    [UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ] =
+        {"cuMemAllocAsync_ptsz", (void *)ucm_cuda_mem_alloc_async_ptsz, NULL},
+    [UCM_CUDA_HOOK_MEM_FREE_ASYNC_PTSZ] = {"cuMemFreeAsync_ptsz",
+                                           (void *)ucm_cuda_mem_free_async_ptsz,
+                                           NULL},
+    [UCM_CUDA_HOOK_MALLOC_ASYNC_PTSZ]   = {"cudaMallocAsync_ptsz",
+                                           (void *)ucm_cudart_malloc_async_ptsz,
+                                           NULL},
+    [UCM_CUDA_HOOK_FREE_ASYNC_PTSZ]     = {
+            "cudaFreeAsync_ptsz", (void *)ucm_cudart_free_async_ptsz, NULL}};
 
 /* What each hook calls: the real function, or another hooker that had the
  * GOT slot before us (chained). */
@@ -110,9 +101,8 @@ static void *ucm_cuda_next[UCM_CUDA_HOOK_LAST];
 static pthread_mutex_t ucm_cuda_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucm_cuda_hooks_stats_t ucm_cuda_stats;
 
-#define UCM_CUDA_REAL(_id, _func) \
-    ((__typeof__(&_func))__atomic_load_n(&ucm_cuda_next[_id], \
-                                         __ATOMIC_ACQUIRE))
+#define UCM_CUDA_REAL(_id, _func)                                              \
+    ((__typeof__(&_func))__atomic_load_n(&ucm_cuda_next[_id], __ATOMIC_ACQUIRE))
 
 /* Record and announce a successful allocation.  If it cannot be recorded,
  * it is not announced either: its release could not be reported, and a
@@ -126,10 +116,10 @@ static void ucm_cuda_report_alloc(uintptr_t address, size_t size,
 
     if (ucm_cuda_allocs_add(address, size, mem_type) != UCS_OK) {
         ucm_error("allocation %p + %zu not tracked: out of memory",
-                           (void*)address, size);
+                  (void *)address, size);
         return;
     }
-    ucm_dispatch_mem_type_alloc((void*)address, size, mem_type);
+    ucm_dispatch_mem_type_alloc((void *)address, size, mem_type);
 }
 
 /* Announce the release of a tracked allocation; *size_p and *mem_type_p
@@ -140,14 +130,13 @@ static int ucm_cuda_report_free(uintptr_t address, size_t *size_p,
     if (ucm_cuda_allocs_take(address, size_p, mem_type_p) != UCS_OK) {
         return 0; /* NULL, or allocated before the hooks */
     }
-    ucm_dispatch_mem_type_free((void*)address, *size_p, *mem_type_p);
+    ucm_dispatch_mem_type_free((void *)address, *size_p, *mem_type_p);
     return 1;
 }
 
 /* A failed release leaves the memory allocated: announce it again. */
 static void ucm_cuda_report_free_failed(int tracked, uintptr_t address,
-                                        size_t size,
-                                        ucs_memory_type_t mem_type)
+                                        size_t size, ucs_memory_type_t mem_type)
 {
     if (tracked) {
         ucm_cuda_report_alloc(address, size, mem_type);
@@ -158,8 +147,8 @@ static void ucm_cuda_report_free_failed(int tracked, uintptr_t address,
 
 static CUresult ucm_cuda_mem_alloc(CUdeviceptr *dptr, size_t bytesize)
 {
-    __typeof__(&cuMemAlloc) real = UCM_CUDA_REAL(UCM_CUDA_HOOK_MEM_ALLOC,
-                                                 cuMemAlloc);
+    __typeof__(&cuMemAlloc) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MEM_ALLOC, cuMemAlloc);
     CUresult ret = real(dptr, bytesize);
 
     if (ret == CUDA_SUCCESS) {
@@ -171,8 +160,8 @@ static CUresult ucm_cuda_mem_alloc(CUdeviceptr *dptr, size_t bytesize)
 static CUresult ucm_cuda_mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize,
                                            unsigned int flags)
 {
-    __typeof__(&cuMemAllocManaged) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MEM_ALLOC_MANAGED, cuMemAllocManaged);
+    __typeof__(&cuMemAllocManaged) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MEM_ALLOC_MANAGED, cuMemAllocManaged);
     CUresult ret = real(dptr, bytesize, flags);
 
     if (ret == CUDA_SUCCESS) {
@@ -185,8 +174,8 @@ static CUresult ucm_cuda_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pPitch,
                                          size_t WidthInBytes, size_t Height,
                                          unsigned int ElementSizeBytes)
 {
-    __typeof__(&cuMemAllocPitch) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MEM_ALLOC_PITCH, cuMemAllocPitch);
+    __typeof__(&cuMemAllocPitch) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MEM_ALLOC_PITCH, cuMemAllocPitch);
     CUresult ret = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 
     if (ret == CUDA_SUCCESS) {
@@ -196,8 +185,8 @@ static CUresult ucm_cuda_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pPitch,
 }
 
 static CUresult ucm_cuda_mem_alloc_async_by(ucm_cuda_hook_id_t id,
-                                            CUdeviceptr *dptr,
-                                            size_t bytesize, CUstream hStream)
+                                            CUdeviceptr *dptr, size_t bytesize,
+                                            CUstream hStream)
 {
     __typeof__(&cuMemAllocAsync) real = UCM_CUDA_REAL(id, cuMemAllocAsync);
     CUresult ret                      = real(dptr, bytesize, hStream);
@@ -216,17 +205,16 @@ static CUresult ucm_cuda_mem_alloc_async(CUdeviceptr *dptr, size_t bytesize,
 }
 
 static CUresult ucm_cuda_mem_alloc_async_ptsz(CUdeviceptr *dptr,
-                                              size_t bytesize,
-                                              CUstream hStream)
+                                              size_t bytesize, CUstream hStream)
 {
-    return ucm_cuda_mem_alloc_async_by(UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ,
-                                       dptr, bytesize, hStream);
+    return ucm_cuda_mem_alloc_async_by(UCM_CUDA_HOOK_MEM_ALLOC_ASYNC_PTSZ, dptr,
+                                       bytesize, hStream);
 }
 
 static CUresult ucm_cuda_mem_free(CUdeviceptr dptr)
 {
-    __typeof__(&cuMemFree) real = UCM_CUDA_REAL(UCM_CUDA_HOOK_MEM_FREE,
-                                                cuMemFree);
+    __typeof__(&cuMemFree) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MEM_FREE, cuMemFree);
     ucs_memory_type_t mem_type;
     size_t size;
     int tracked;
@@ -263,8 +251,7 @@ static CUresult ucm_cuda_mem_free_async(CUdeviceptr dptr, CUstream hStream)
                                       hStream);
 }
 
-static CUresult ucm_cuda_mem_free_async_ptsz(CUdeviceptr dptr,
-                                             CUstream hStream)
+static CUresult ucm_cuda_mem_free_async_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     return ucm_cuda_mem_free_async_by(UCM_CUDA_HOOK_MEM_FREE_ASYNC_PTSZ, dptr,
                                       hStream);
@@ -274,8 +261,8 @@ static CUresult ucm_cuda_mem_free_async_ptsz(CUdeviceptr dptr,
 
 static cudaError_t ucm_cudart_malloc(void **devPtr, size_t size)
 {
-    __typeof__(&cudaMalloc) real = UCM_CUDA_REAL(UCM_CUDA_HOOK_MALLOC,
-                                                 cudaMalloc);
+    __typeof__(&cudaMalloc) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MALLOC, cudaMalloc);
     cudaError_t ret = real(devPtr, size);
 
     if (ret == cudaSuccess) {
@@ -287,8 +274,8 @@ static cudaError_t ucm_cudart_malloc(void **devPtr, size_t size)
 static cudaError_t ucm_cudart_malloc_managed(void **devPtr, size_t size,
                                              unsigned int flags)
 {
-    __typeof__(&cudaMallocManaged) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MALLOC_MANAGED, cudaMallocManaged);
+    __typeof__(&cudaMallocManaged) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MALLOC_MANAGED, cudaMallocManaged);
     cudaError_t ret = real(devPtr, size, flags);
 
     if (ret == cudaSuccess) {
@@ -301,8 +288,8 @@ static cudaError_t ucm_cudart_malloc_managed(void **devPtr, size_t size,
 static cudaError_t ucm_cudart_malloc_pitch(void **devPtr, size_t *pitch,
                                            size_t width, size_t height)
 {
-    __typeof__(&cudaMallocPitch) real = UCM_CUDA_REAL(
-            UCM_CUDA_HOOK_MALLOC_PITCH, cudaMallocPitch);
+    __typeof__(&cudaMallocPitch) real =
+        UCM_CUDA_REAL(UCM_CUDA_HOOK_MALLOC_PITCH, cudaMallocPitch);
     cudaError_t ret = real(devPtr, pitch, width, height);
 
     if (ret == cudaSuccess) {
@@ -328,8 +315,8 @@ static cudaError_t ucm_cudart_malloc_async_by(ucm_cuda_hook_id_t id,
 static cudaError_t ucm_cudart_malloc_async(void **devPtr, size_t size,
                                            cudaStream_t hStream)
 {
-    return ucm_cudart_malloc_async_by(UCM_CUDA_HOOK_MALLOC_ASYNC, devPtr,
-                                      size, hStream);
+    return ucm_cudart_malloc_async_by(UCM_CUDA_HOOK_MALLOC_ASYNC, devPtr, size,
+                                      hStream);
 }
 
 static cudaError_t ucm_cudart_malloc_async_ptsz(void **devPtr, size_t size,
@@ -350,14 +337,12 @@ static cudaError_t ucm_cudart_free(void *devPtr)
     tracked = ucm_cuda_report_free((uintptr_t)devPtr, &size, &mem_type);
     ret     = real(devPtr);
     if (ret != cudaSuccess) {
-        ucm_cuda_report_free_failed(tracked, (uintptr_t)devPtr, size,
-                                    mem_type);
+        ucm_cuda_report_free_failed(tracked, (uintptr_t)devPtr, size, mem_type);
     }
     return ret;
 }
 
-static cudaError_t ucm_cudart_free_async_by(ucm_cuda_hook_id_t id,
-                                            void *devPtr,
+static cudaError_t ucm_cudart_free_async_by(ucm_cuda_hook_id_t id, void *devPtr,
                                             cudaStream_t hStream)
 {
     __typeof__(&cudaFreeAsync) real = UCM_CUDA_REAL(id, cudaFreeAsync);
@@ -369,16 +354,14 @@ static cudaError_t ucm_cudart_free_async_by(ucm_cuda_hook_id_t id,
     tracked = ucm_cuda_report_free((uintptr_t)devPtr, &size, &mem_type);
     ret     = real(devPtr, hStream);
     if (ret != cudaSuccess) {
-        ucm_cuda_report_free_failed(tracked, (uintptr_t)devPtr, size,
-                                    mem_type);
+        ucm_cuda_report_free_failed(tracked, (uintptr_t)devPtr, size, mem_type);
     }
     return ret;
 }
 
 static cudaError_t ucm_cudart_free_async(void *devPtr, cudaStream_t hStream)
 {
-    return ucm_cudart_free_async_by(UCM_CUDA_HOOK_FREE_ASYNC, devPtr,
-                                    hStream);
+    return ucm_cudart_free_async_by(UCM_CUDA_HOOK_FREE_ASYNC, devPtr, hStream);
 }
 
 static cudaError_t ucm_cudart_free_async_ptsz(void *devPtr,
@@ -440,8 +423,8 @@ ucs_status_t ucm_cuda_hooks_install(void)
     for (i = 0; (status == UCS_OK) && (i < count); ++i) {
         if ((found[i].foreign != NULL) &&
             (ucm_cuda_next[ids[i]] != found[i].foreign)) {
-            ucm_debug("%s: chaining to another hooker at %p",
-                      found[i].symbol, found[i].foreign);
+            ucm_debug("%s: chaining to another hooker at %p", found[i].symbol,
+                      found[i].foreign);
             __atomic_store_n(&ucm_cuda_next[ids[i]], found[i].foreign,
                              __ATOMIC_RELEASE);
             ++ucm_cuda_stats.slots_foreign;

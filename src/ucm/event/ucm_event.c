@@ -18,8 +18,9 @@ int ucm_event_external = 0;
 
 pthread_mutex_t ucm_event_writer_lock = PTHREAD_MUTEX_INITIALIZER;
 
-UCS_F_HOT void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
-                    ucm_event_t *event, int before_orig)
+UCS_F_HOT void ucm_event_call(const ucm_event_list_t *list,
+                              ucm_event_type_t type, ucm_event_t *event,
+                              int before_orig)
 {
     const ucm_event_handler_t *h;
     unsigned i;
@@ -107,9 +108,9 @@ static ucm_event_list_t *ucm_event_list_alloc(unsigned count)
     long ret;
 
     if (ucm_event_list_size(count) <= UCM_HOT_LIST_BUF_SIZE) {
-        list = (ucm_event_list_t*)&ucm_hot.list_buf[0];
+        list = (ucm_event_list_t *)&ucm_hot.list_buf[0];
         if (ucm_hot.event_list == list) {
-            list = (ucm_event_list_t*)&ucm_hot.list_buf[1];
+            list = (ucm_event_list_t *)&ucm_hot.list_buf[1];
         }
         if (ucm_event_list_stale == list) {
             ucm_rcu_synchronize();
@@ -124,16 +125,18 @@ static ucm_event_list_t *ucm_event_list_alloc(unsigned count)
     if (ucm_sys_is_err(ret)) {
         return NULL;
     }
-    list             = (ucm_event_list_t*)ret;
+    list             = (ucm_event_list_t *)ret;
     list->alloc_size = size;
     return list;
 }
 
 /* Build a new list from 'old' with 'add' inserted (if not NULL) and
  * 'remove_events' cleared from handlers matching (cb, arg). */
-static ucm_event_list_t *
-ucm_event_list_build(const ucm_event_list_t *old, const ucm_event_handler_t *add,
-                     int remove_events, ucm_event_callback_t cb, void *arg)
+static ucm_event_list_t *ucm_event_list_build(const ucm_event_list_t *old,
+                                              const ucm_event_handler_t *add,
+                                              int remove_events,
+                                              ucm_event_callback_t cb,
+                                              void *arg)
 {
     ucm_event_list_t *list;
     ucm_event_handler_t h;
@@ -258,8 +261,7 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
         return UCS_OK;
     }
     if (cb == NULL) {
-        ucm_error("ucm_set_event_handler: NULL callback (events 0x%x)",
-                  events);
+        ucm_error("ucm_set_event_handler: NULL callback (events 0x%x)", events);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -271,11 +273,10 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
         }
     }
 
-    add_events = events & ~(UCM_EVENT_FLAG_NO_INSTALL |
-                            UCM_EVENT_FLAG_EXISTING_ALLOC);
-    wrapped    = ucm_stats_handler_wrap(add_events, priority, &add_cb,
-                                        &add_arg);
-    status     = ucm_event_handler_add(add_events, priority, add_cb, add_arg);
+    add_events =
+        events & ~(UCM_EVENT_FLAG_NO_INSTALL | UCM_EVENT_FLAG_EXISTING_ALLOC);
+    wrapped = ucm_stats_handler_wrap(add_events, priority, &add_cb, &add_arg);
+    status  = ucm_event_handler_add(add_events, priority, add_cb, add_arg);
     if ((status != UCS_OK) && wrapped) {
         ucm_stats_handler_wrap_cancel(add_arg);
     }

@@ -15,31 +15,31 @@
 #include <pthread.h>
 
 typedef struct ucm_event_handler {
-    int                  events;
-    int                  priority;
+    int events;
+    int priority;
     ucm_event_callback_t cb;
-    void                 *arg;
+    void *arg;
 } ucm_event_handler_t;
 
 struct ucm_event_list {
-    int                 events;     /* union of the handlers' events */
-    unsigned            count;
-    size_t              alloc_size; /* own mapping's size; 0: in ucm_hot */
+    int events; /* union of the handlers' events */
+    unsigned count;
+    size_t alloc_size; /* own mapping's size; 0: in ucm_hot */
     ucm_event_handler_t handlers[];
 };
 
 /* Events whose delivery needs the mmap-family hooks. */
-#define UCM_EVENT_MMAP_FAMILY \
-    (UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | \
-     UCM_EVENT_SHMAT | UCM_EVENT_SHMDT | UCM_EVENT_SBRK | \
-     UCM_EVENT_MADVISE | UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED | \
-     UCM_EVENT_VM_UNMAPPED)
+#define UCM_EVENT_MMAP_FAMILY                                                  \
+    (UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | UCM_EVENT_SHMAT |  \
+     UCM_EVENT_SHMDT | UCM_EVENT_SBRK | UCM_EVENT_MADVISE | UCM_EVENT_BRK |    \
+     UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED)
 
 /* Every event a handler may ask for, and the flags that may come with them
  * in ucm_set_event_handler(). */
-#define UCM_EVENT_ALL \
+#define UCM_EVENT_ALL                                                          \
     (UCM_EVENT_MMAP_FAMILY | UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE)
-#define UCM_EVENT_FLAGS (UCM_EVENT_FLAG_NO_INSTALL | UCM_EVENT_FLAG_EXISTING_ALLOC)
+#define UCM_EVENT_FLAGS                                                        \
+    (UCM_EVENT_FLAG_NO_INSTALL | UCM_EVENT_FLAG_EXISTING_ALLOC)
 
 /* Must be called inside a read section; returns the current list. */
 static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_event_list_get(void)
@@ -53,13 +53,12 @@ void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
                     ucm_event_t *event, int before_orig);
 
 /* Call every handler of 'type' (aggregate events: no original call). */
-static UCS_F_ALWAYS_INLINE void
-ucm_event_call_all(const ucm_event_list_t *list, ucm_event_type_t type,
-                   ucm_event_t *event)
+static UCS_F_ALWAYS_INLINE void ucm_event_call_all(const ucm_event_list_t *list,
+                                                   ucm_event_type_t type,
+                                                   ucm_event_t *event)
 {
     ucm_event_call(list, type, event, -1);
 }
-
 
 /* Add/remove a handler without installing hooks (internal: stock UCX's
  * libucm exports the same names with other signatures, so these are never

@@ -10,16 +10,17 @@
 #include <signal.h>
 
 /* membarrier commands (linux/membarrier.h) */
-#define UCM_MEMBARRIER_CMD_QUERY                       0
-#define UCM_MEMBARRIER_CMD_PRIVATE_EXPEDITED           (1 << 3)
-#define UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED  (1 << 4)
+#define UCM_MEMBARRIER_CMD_QUERY                      0
+#define UCM_MEMBARRIER_CMD_PRIVATE_EXPEDITED          (1 << 3)
+#define UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
 
 ucm_rcu_slot_t ucm_rcu_slots_ext[UCM_RCU_MAX_THREADS - UCM_HOT_RCU_SLOTS];
 __thread ucm_rcu_slot_t *ucm_rcu_tls_slot
-        __attribute__((tls_model("initial-exec")));
-__thread unsigned ucm_rcu_tls_overflow __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model("initial-exec")));
+__thread unsigned ucm_rcu_tls_overflow
+    __attribute__((tls_model("initial-exec")));
 static __thread unsigned long ucm_rcu_tls_overflow_phase
-        __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model("initial-exec")));
 
 /* One past the highest slot ever claimed: writers scan only [0, high). */
 static volatile int ucm_rcu_slots_high;
@@ -45,9 +46,8 @@ static int ucm_rcu_slot_claim(long tid, int check_alive)
 
     for (i = 0; i < UCM_RCU_MAX_THREADS; ++i) {
         owner = ucm_rcu_slot(i)->tid;
-        if ((owner != 0) &&
-            (!check_alive || (ucm_rcu_slot(i)->ctr != 0) ||
-             (ucm_sys_tgkill(pid, owner, 0) != -ESRCH))) {
+        if ((owner != 0) && (!check_alive || (ucm_rcu_slot(i)->ctr != 0) ||
+                             (ucm_sys_tgkill(pid, owner, 0) != -ESRCH))) {
             continue;
         }
         if (__atomic_compare_exchange_n(&ucm_rcu_slot(i)->tid, &owner, tid, 0,
@@ -91,8 +91,8 @@ void ucm_rcu_read_unlock_slow(void)
 {
     if (--ucm_rcu_tls_overflow == 0) {
         __atomic_fetch_sub(
-                &ucm_rcu_overflow_count[ucm_rcu_tls_overflow_phase ? 1 : 0], 1,
-                __ATOMIC_SEQ_CST);
+            &ucm_rcu_overflow_count[ucm_rcu_tls_overflow_phase ? 1 : 0], 1,
+            __ATOMIC_SEQ_CST);
     }
 }
 
@@ -137,7 +137,9 @@ static void ucm_rcu_wait_phase(unsigned long old_phase)
     }
 
     own_overflow = ((ucm_rcu_tls_overflow > 0) &&
-                    (ucm_rcu_tls_overflow_phase == old_phase)) ? 1 : 0;
+                    (ucm_rcu_tls_overflow_phase == old_phase))
+                       ? 1
+                       : 0;
     while (__atomic_load_n(&ucm_rcu_overflow_count[old_phase ? 1 : 0],
                            __ATOMIC_SEQ_CST) > own_overflow) {
         ucm_sys_sched_yield();
@@ -152,8 +154,8 @@ void ucm_rcu_synchronize(void)
     ucm_rcu_full_barrier();
     for (round = 0; round < 2; ++round) {
         old_phase = ucm_hot.rcu_gp_ctr & UCM_RCU_PHASE;
-        __atomic_store_n(&ucm_hot.rcu_gp_ctr, ucm_hot.rcu_gp_ctr ^ UCM_RCU_PHASE,
-                         __ATOMIC_SEQ_CST);
+        __atomic_store_n(&ucm_hot.rcu_gp_ctr,
+                         ucm_hot.rcu_gp_ctr ^ UCM_RCU_PHASE, __ATOMIC_SEQ_CST);
         ucm_rcu_full_barrier();
         ucm_rcu_wait_phase(old_phase);
     }
@@ -165,12 +167,13 @@ void ucm_rcu_init(void)
     long cmds = ucm_sys_membarrier(UCM_MEMBARRIER_CMD_QUERY, 0);
 
     if ((cmds >= 0) && (cmds & UCM_MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-        (ucm_sys_membarrier(UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-                            0) == 0)) {
+        (ucm_sys_membarrier(UCM_MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) ==
+         0)) {
         ucm_hot.rcu_use_fence = 0;
     } else {
         ucm_debug("membarrier(PRIVATE_EXPEDITED) unavailable (%ld): readers "
-                  "use a full fence", cmds);
+                  "use a full fence",
+                  cmds);
         ucm_hot.rcu_use_fence = 1;
     }
 }
@@ -178,7 +181,7 @@ void ucm_rcu_init(void)
 void ucm_rcu_atfork_child(void)
 {
     ucm_rcu_slot_t *self = ucm_rcu_tls_slot;
-    long tid = ucm_sys_gettid();
+    long tid             = ucm_sys_gettid();
     int i;
 
     for (i = 0; i < ucm_rcu_slots_high; ++i) {

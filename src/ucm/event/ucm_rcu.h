@@ -22,24 +22,25 @@
 #include <ucm/util/ucm_hot.h>
 #include <ucs/sys/compiler_def.h>
 
-#define UCM_RCU_MAX_THREADS  1024
-#define UCM_RCU_NEST_MASK    0x7ffffffful
-#define UCM_RCU_PHASE        0x80000000ul
+#define UCM_RCU_MAX_THREADS 1024
+#define UCM_RCU_NEST_MASK   0x7ffffffful
+#define UCM_RCU_PHASE       0x80000000ul
 
 /* Slot i: the first ones in the hot page, the rest in a separate array. */
-extern ucm_rcu_slot_t ucm_rcu_slots_ext[UCM_RCU_MAX_THREADS - UCM_HOT_RCU_SLOTS];
+extern ucm_rcu_slot_t
+    ucm_rcu_slots_ext[UCM_RCU_MAX_THREADS - UCM_HOT_RCU_SLOTS];
 
 static UCS_F_ALWAYS_INLINE ucm_rcu_slot_t *ucm_rcu_slot(int i)
 {
-    return (i < UCM_HOT_RCU_SLOTS) ? &ucm_hot.rcu_slots[i] :
-                                     &ucm_rcu_slots_ext[i - UCM_HOT_RCU_SLOTS];
+    return (i < UCM_HOT_RCU_SLOTS) ? &ucm_hot.rcu_slots[i]
+                                   : &ucm_rcu_slots_ext[i - UCM_HOT_RCU_SLOTS];
 }
 
 /* This thread's slot, NULL until it has one. */
 extern __thread ucm_rcu_slot_t *ucm_rcu_tls_slot
-        __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model("initial-exec")));
 extern __thread unsigned ucm_rcu_tls_overflow
-        __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model("initial-exec")));
 
 /* Slow path: claim a slot (or use the overflow counters). */
 void ucm_rcu_read_lock_slow(void);

@@ -27,26 +27,26 @@ typedef enum {
     UCM_HOOK_TRUNCATE64,
     UCM_HOOK_FALLOCATE,
     UCM_HOOK_FALLOCATE64,
-    UCM_HOOK_DLOPEN,   /* reloc only: follow objects loaded later */
+    UCM_HOOK_DLOPEN, /* reloc only: follow objects loaded later */
     UCM_HOOK_DLCLOSE,
     UCM_HOOK_DLMOPEN,
     UCM_HOOK_LAST
 } ucm_hook_id_t;
 
 typedef struct ucm_hook_func {
-    const char       *symbol;
-    void             *hook;     /* our replacement */
-    void             *raw;      /* libucm's own equivalent of the original
-                                   (bistro: used unless chaining to another
-                                   hooker), NULL if none */
-    int              events;    /* events that need it */
-    int              libc;      /* a libc function that bistro can patch */
-    void             *next;     /* the definition after libucm at start-up
-                                   (normally libc's) */
-    int              also_reloc; /* bistro, but interposed ahead of libc:
-                                    GOT slots are patched as well */
+    const char *symbol;
+    void *hook;     /* our replacement */
+    void *raw;      /* libucm's own equivalent of the original
+                       (bistro: used unless chaining to another
+                       hooker), NULL if none */
+    int events;     /* events that need it */
+    int libc;       /* a libc function that bistro can patch */
+    void *next;     /* the definition after libucm at start-up
+                       (normally libc's) */
+    int also_reloc; /* bistro, but interposed ahead of libc:
+                       GOT slots are patched as well */
     ucm_hook_state_t state;
-    const char       *detail;
+    const char *detail;
 } ucm_hook_func_t;
 
 extern ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST];
@@ -61,7 +61,7 @@ extern __thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
 
 /* Depth of original calls in progress on this thread (see below). */
 extern __thread int ucm_hook_chain_depth
-        __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model("initial-exec")));
 
 /* The original of hook _id.  Inside another original call on this thread it
  * is libucm's own equivalent: when the original is a library that we chain
@@ -76,14 +76,14 @@ static UCS_F_ALWAYS_INLINE void *ucm_hook_orig(int id)
     return ucm_hot.orig[id];
 }
 
-#define UCM_HOOK_CALL_ORIG(_id, _type, ...) \
-    ({ \
-        _type _orig = (_type)ucm_hook_orig(_id); \
-        __typeof__(_orig(__VA_ARGS__)) _ret; \
-        ++ucm_hook_chain_depth; \
-        _ret = _orig(__VA_ARGS__); \
-        --ucm_hook_chain_depth; \
-        _ret; \
+#define UCM_HOOK_CALL_ORIG(_id, _type, ...)                                    \
+    ({                                                                         \
+        _type _orig = (_type)ucm_hook_orig(_id);                               \
+        __typeof__(_orig(__VA_ARGS__)) _ret;                                   \
+        ++ucm_hook_chain_depth;                                                \
+        _ret = _orig(__VA_ARGS__);                                             \
+        --ucm_hook_chain_depth;                                                \
+        _ret;                                                                  \
     })
 
 /* Enter a hook: returns the handler list, or NULL when the hook must pass
@@ -120,19 +120,19 @@ static UCS_F_ALWAYS_INLINE void ucm_hook_vm(const ucm_event_list_t *list,
     }
 }
 
-typedef void *(*ucm_mmap_func_t)(void*, size_t, int, int, int, off_t);
-typedef int (*ucm_munmap_func_t)(void*, size_t);
-typedef void *(*ucm_mremap_func_t)(void*, size_t, size_t, int, ...);
-typedef int (*ucm_madvise_func_t)(void*, size_t, int);
-typedef void *(*ucm_shmat_func_t)(int, const void*, int);
-typedef int (*ucm_shmdt_func_t)(const void*);
-typedef int (*ucm_brk_func_t)(void*);
+typedef void *(*ucm_mmap_func_t)(void *, size_t, int, int, int, off_t);
+typedef int (*ucm_munmap_func_t)(void *, size_t);
+typedef void *(*ucm_mremap_func_t)(void *, size_t, size_t, int, ...);
+typedef int (*ucm_madvise_func_t)(void *, size_t, int);
+typedef void *(*ucm_shmat_func_t)(int, const void *, int);
+typedef int (*ucm_shmdt_func_t)(const void *);
+typedef int (*ucm_brk_func_t)(void *);
 typedef void *(*ucm_sbrk_func_t)(intptr_t);
-typedef void *(*ucm_dlopen_func_t)(const char*, int);
-typedef int (*ucm_dlclose_func_t)(void*);
-typedef void *(*ucm_dlmopen_func_t)(Lmid_t, const char*, int);
+typedef void *(*ucm_dlopen_func_t)(const char *, int);
+typedef int (*ucm_dlclose_func_t)(void *);
+typedef void *(*ucm_dlmopen_func_t)(Lmid_t, const char *, int);
 typedef int (*ucm_ftruncate_func_t)(int, off_t);
-typedef int (*ucm_truncate_func_t)(const char*, off_t);
+typedef int (*ucm_truncate_func_t)(const char *, off_t);
 typedef int (*ucm_fallocate_func_t)(int, int, off_t, off_t);
 
 /* libucm's own equivalents of the originals (no events, no libc code). */

@@ -40,10 +40,8 @@ int ucm_madvise_discards(int advice)
     case 25:  /* MADV_COLLAPSE: pages are copied into a huge page */
     case 100: /* MADV_HWPOISON */
     case 101: /* MADV_SOFT_OFFLINE: page migrated to a new frame */
-    case 102: /* MADV_GUARD_INSTALL: zaps the range */
-        return 1;
-    default:
-        return 0;
+    case 102: /* MADV_GUARD_INSTALL: zaps the range */ return 1;
+    default: return 0;
     }
 }
 

@@ -23,65 +23,68 @@ static void *ucm_dlopen_hook(const char *filename, int flag);
 static int ucm_dlclose_hook(void *handle);
 static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag);
 
-#define UCM_HOOK_ENTRY(_sym, _hook, _raw, _events, _libc) \
-    {_sym, (void*)(_hook), (void*)(_raw), _events, _libc, NULL, 0, \
-     UCM_HOOK_STATE_NONE, ""}
+#define UCM_HOOK_ENTRY(_sym, _hook, _raw, _events, _libc)                      \
+    {                                                                          \
+        _sym, (void *)(_hook), (void *)(_raw), _events, _libc, NULL, 0,        \
+            UCM_HOOK_STATE_NONE, ""                                            \
+    }
 
 _Static_assert(UCM_HOOK_LAST <= UCM_HOT_ORIG_MAX, "ucm_hot.orig too small");
 
 ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
-    [UCM_HOOK_MMAP]    = UCM_HOOK_ENTRY("mmap", ucm_mmap, ucm_orig_mmap,
-                                        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MMAP64]  = UCM_HOOK_ENTRY("mmap64", ucm_mmap, ucm_orig_mmap,
-                                        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MUNMAP]  = UCM_HOOK_ENTRY("munmap", ucm_munmap, ucm_orig_munmap,
-                                        UCM_EVENT_MUNMAP |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MREMAP]  = UCM_HOOK_ENTRY("mremap", ucm_mremap_hook, ucm_mmap_mremap_raw,
-                                        UCM_EVENT_MREMAP | UCM_EVENT_VM_MAPPED |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_MADVISE] = UCM_HOOK_ENTRY("madvise", ucm_madvise, ucm_orig_madvise,
-                                        UCM_EVENT_MADVISE |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_SHMAT]   = UCM_HOOK_ENTRY("shmat", ucm_shmat, ucm_orig_shmat,
-                                        UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_SHMDT]   = UCM_HOOK_ENTRY("shmdt", ucm_shmdt, ucm_orig_shmdt,
-                                        UCM_EVENT_SHMDT |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_BRK]     = UCM_HOOK_ENTRY("brk", ucm_brk, ucm_mmap_brk_raw,
-                                        UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_SBRK]    = UCM_HOOK_ENTRY("sbrk", ucm_sbrk, ucm_mmap_sbrk_raw,
-                                        UCM_EVENT_SBRK | UCM_EVENT_VM_MAPPED |
-                                                UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_FTRUNCATE]   = UCM_HOOK_ENTRY("ftruncate", ucm_trunc_ftruncate,
-                                            ucm_trunc_ftruncate_raw,
-                                            UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_FTRUNCATE64] = UCM_HOOK_ENTRY("ftruncate64", ucm_trunc_ftruncate,
-                                            ucm_trunc_ftruncate_raw,
-                                            UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_TRUNCATE]    = UCM_HOOK_ENTRY("truncate", ucm_trunc_truncate,
-                                            ucm_trunc_truncate_raw,
-                                            UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_TRUNCATE64]  = UCM_HOOK_ENTRY("truncate64", ucm_trunc_truncate,
-                                            ucm_trunc_truncate_raw,
-                                            UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_FALLOCATE]   = UCM_HOOK_ENTRY("fallocate", ucm_trunc_fallocate,
-                                            ucm_trunc_fallocate_raw,
-                                            UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_FALLOCATE64] = UCM_HOOK_ENTRY("fallocate64", ucm_trunc_fallocate,
-                                            ucm_trunc_fallocate_raw,
-                                            UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_DLOPEN]  = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, NULL, 0, 0),
-    [UCM_HOOK_DLCLOSE] = UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, NULL, 0, 0),
-    [UCM_HOOK_DLMOPEN] = UCM_HOOK_ENTRY("dlmopen", ucm_dlmopen_hook, NULL, 0, 0)
-};
+    [UCM_HOOK_MMAP] = UCM_HOOK_ENTRY(
+        "mmap", ucm_mmap, ucm_orig_mmap,
+        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MMAP64] = UCM_HOOK_ENTRY(
+        "mmap64", ucm_mmap, ucm_orig_mmap,
+        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MUNMAP] =
+        UCM_HOOK_ENTRY("munmap", ucm_munmap, ucm_orig_munmap,
+                       UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MREMAP] = UCM_HOOK_ENTRY(
+        "mremap", ucm_mremap_hook, ucm_mmap_mremap_raw,
+        UCM_EVENT_MREMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MADVISE] =
+        UCM_HOOK_ENTRY("madvise", ucm_madvise, ucm_orig_madvise,
+                       UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_SHMAT] = UCM_HOOK_ENTRY(
+        "shmat", ucm_shmat, ucm_orig_shmat,
+        UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_SHMDT] =
+        UCM_HOOK_ENTRY("shmdt", ucm_shmdt, ucm_orig_shmdt,
+                       UCM_EVENT_SHMDT | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_BRK] = UCM_HOOK_ENTRY(
+        "brk", ucm_brk, ucm_mmap_brk_raw,
+        UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_SBRK] = UCM_HOOK_ENTRY(
+        "sbrk", ucm_sbrk, ucm_mmap_sbrk_raw,
+        UCM_EVENT_SBRK | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_FTRUNCATE] =
+        UCM_HOOK_ENTRY("ftruncate", ucm_trunc_ftruncate,
+                       ucm_trunc_ftruncate_raw, UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_FTRUNCATE64] =
+        UCM_HOOK_ENTRY("ftruncate64", ucm_trunc_ftruncate,
+                       ucm_trunc_ftruncate_raw, UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_TRUNCATE] =
+        UCM_HOOK_ENTRY("truncate", ucm_trunc_truncate, ucm_trunc_truncate_raw,
+                       UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_TRUNCATE64] =
+        UCM_HOOK_ENTRY("truncate64", ucm_trunc_truncate, ucm_trunc_truncate_raw,
+                       UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_FALLOCATE] =
+        UCM_HOOK_ENTRY("fallocate", ucm_trunc_fallocate,
+                       ucm_trunc_fallocate_raw, UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_FALLOCATE64] =
+        UCM_HOOK_ENTRY("fallocate64", ucm_trunc_fallocate,
+                       ucm_trunc_fallocate_raw, UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_DLOPEN] = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, NULL, 0, 0),
+    [UCM_HOOK_DLCLOSE] =
+        UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, NULL, 0, 0),
+    [UCM_HOOK_DLMOPEN] =
+        UCM_HOOK_ENTRY("dlmopen", ucm_dlmopen_hook, NULL, 0, 0)};
 
 pthread_mutex_t ucm_mmap_install_lock = PTHREAD_MUTEX_INITIALIZER;
-static int ucm_mmap_installed;           /* 1: done, -1: failed */
+static int ucm_mmap_installed; /* 1: done, -1: failed */
 static ucm_mmap_hook_mode_t ucm_mmap_mode = UCM_MMAP_HOOK_NONE;
 static double ucm_mmap_install_usec;
 
@@ -103,9 +106,9 @@ void ucm_mmap_init(void)
 /* dlopen/dlclose replacements (reloc): patch what was loaded. */
 static void *ucm_dlopen_hook(const char *filename, int flag)
 {
-    void *handle = ucm_reloc_dlopen_as(
-            filename, flag, __builtin_return_address(0),
-            UCM_HOOK_ORIG(UCM_HOOK_DLOPEN, ucm_dlopen_func_t));
+    void *handle =
+        ucm_reloc_dlopen_as(filename, flag, __builtin_return_address(0),
+                            UCM_HOOK_ORIG(UCM_HOOK_DLOPEN, ucm_dlopen_func_t));
 
     ucm_reloc_update();
     return handle;
@@ -121,8 +124,8 @@ static int ucm_dlclose_hook(void *handle)
 
 static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag)
 {
-    void *handle = UCM_HOOK_ORIG(UCM_HOOK_DLMOPEN, ucm_dlmopen_func_t)(
-            lmid, filename, flag);
+    void *handle = UCM_HOOK_ORIG(UCM_HOOK_DLMOPEN,
+                                 ucm_dlmopen_func_t)(lmid, filename, flag);
 
     ucm_reloc_update();
     return handle;
@@ -130,9 +133,9 @@ static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag)
 
 void *ucm_dlopen(const char *filename, int flag)
 {
-    void *handle = ucm_reloc_dlopen_as(
-            filename, flag, __builtin_return_address(0),
-            UCM_HOOK_ORIG(UCM_HOOK_DLOPEN, ucm_dlopen_func_t));
+    void *handle =
+        ucm_reloc_dlopen_as(filename, flag, __builtin_return_address(0),
+                            UCM_HOOK_ORIG(UCM_HOOK_DLOPEN, ucm_dlopen_func_t));
 
     ucm_reloc_update();
     return handle;
@@ -142,7 +145,7 @@ void *ucm_dlopen(const char *filename, int flag)
 
 typedef struct {
     ucm_elf_dyn_t dyn;
-    int           found;
+    int found;
 } ucm_mmap_libc_ctx_t;
 
 static int ucm_mmap_find_libc_cb(struct dl_phdr_info *info, size_t size,
@@ -156,7 +159,8 @@ static int ucm_mmap_find_libc_cb(struct dl_phdr_info *info, size_t size,
     }
     base = strrchr(info->dlpi_name, '/');
     base = (base != NULL) ? base + 1 : info->dlpi_name;
-    if (strncmp(base, "libc.so", 7) || (ucm_elf_dyn_parse(info, &ctx->dyn) != 0)) {
+    if (strncmp(base, "libc.so", 7) ||
+        (ucm_elf_dyn_parse(info, &ctx->dyn) != 0)) {
         return 0;
     }
     ctx->found = 1;
@@ -172,7 +176,7 @@ static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
                                     ucm_bistro_target_t *targets)
 {
     uintptr_t lo = UINTPTR_MAX, hi = 0;
-    const ElfW(Sym) *sym;
+    const ElfW(Sym) * sym;
     uintptr_t addr, end;
     ucm_hook_id_t id;
     size_t i;
@@ -277,13 +281,12 @@ static void ucm_mmap_install_bistro(void)
             if ((targets[other].entry == targets[id].entry) &&
                 ucm_hook_funcs[other].libc) {
                 ucm_hot.orig[other] =
-                        (patches[i].chained ||
-                         (ucm_hook_funcs[other].raw == NULL)) ?
-                                patches[i].orig :
-                                ucm_hook_funcs[other].raw;
-                ucm_hook_funcs[other].state  = UCM_HOOK_STATE_BISTRO;
-                ucm_hook_funcs[other].detail = patches[i].chained ?
-                                "chained to an earlier hooker" : "";
+                    (patches[i].chained || (ucm_hook_funcs[other].raw == NULL))
+                        ? patches[i].orig
+                        : ucm_hook_funcs[other].raw;
+                ucm_hook_funcs[other].state = UCM_HOOK_STATE_BISTRO;
+                ucm_hook_funcs[other].detail =
+                    patches[i].chained ? "chained to an earlier hooker" : "";
             }
         }
     }
@@ -299,15 +302,15 @@ static void ucm_mmap_install_bistro(void)
             ucm_hook_funcs[id].also_reloc = 1;
             ucm_hook_funcs[id].detail     = "+reloc: interposed ahead of libc";
             ucm_diag("bistro: %s is interposed ahead of libc (%p): patching "
-                     "its GOT slots too", ucm_hook_funcs[id].symbol, resolved);
+                     "its GOT slots too",
+                     ucm_hook_funcs[id].symbol, resolved);
         }
     }
 }
 
 /* GOT/PLT patching of the hooks 'ids': chains to another GOT hooker found
  * in a slot, and records the state of each. */
-static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids,
-                                       unsigned count)
+static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids, unsigned count)
 {
     ucm_reloc_patch_t patches[UCM_HOOK_LAST];
     ucs_status_t status;
@@ -315,11 +318,11 @@ static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids,
     unsigned i;
 
     for (i = 0; i < count; ++i) {
-        id                      = ids[i];
-        patches[i].symbol       = ucm_hook_funcs[id].symbol;
-        patches[i].value        = ucm_hook_funcs[id].hook;
-        patches[i].expected     = ucm_hook_funcs[id].next;
-        patches[i].resolved     = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
+        id                  = ids[i];
+        patches[i].symbol   = ucm_hook_funcs[id].symbol;
+        patches[i].value    = ucm_hook_funcs[id].hook;
+        patches[i].expected = ucm_hook_funcs[id].next;
+        patches[i].resolved = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
     }
     status = ucm_reloc_apply(patches, count, NULL);
     /* another GOT hooker was there first: call it instead of libc, so that
@@ -333,9 +336,9 @@ static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids,
     for (i = 0; i < count; ++i) {
         id = ids[i];
         if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
-            ucm_hook_funcs[id].state = (status == UCS_OK) ?
-                                               UCM_HOOK_STATE_RELOC :
-                                               UCM_HOOK_STATE_FAILED;
+            ucm_hook_funcs[id].state = (status == UCS_OK)
+                                           ? UCM_HOOK_STATE_RELOC
+                                           : UCM_HOOK_STATE_FAILED;
         }
     }
     return status;
@@ -416,7 +419,7 @@ ucs_status_t ucm_mmap_install(int events)
     if (ucm_global_opts.mmap_hook_mode == UCM_MMAP_HOOK_BISTRO) {
         ucm_mmap_install_bistro();
     }
-    status = ucm_mmap_install_reloc();
+    status                = ucm_mmap_install_reloc();
     ucm_mmap_install_usec = ucm_mmap_now_usec() - start;
     ucm_mmap_mode         = ucm_global_opts.mmap_hook_mode;
     if (status != UCS_OK) {

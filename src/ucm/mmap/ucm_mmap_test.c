@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 typedef struct {
-    void *addr;     /* address the current step is about */
-    int  received;  /* events seen for it */
+    void *addr;   /* address the current step is about */
+    int received; /* events seen for it */
 } ucm_test_ctx_t;
 
 static void ucm_test_event_cb(ucm_event_type_t type, ucm_event_t *event,
@@ -28,20 +28,20 @@ static void ucm_test_event_cb(ucm_event_type_t type, ucm_event_t *event,
     const void *addr;
 
     switch (type) {
-    case UCM_EVENT_MMAP:        addr = event->mmap.address; break;
-    case UCM_EVENT_MUNMAP:      addr = event->munmap.address; break;
-    case UCM_EVENT_MREMAP:      addr = event->mremap.address; break;
-    case UCM_EVENT_SHMAT:       addr = event->shmat.shmaddr; break;
-    case UCM_EVENT_SHMDT:       addr = event->shmdt.shmaddr; break;
-    case UCM_EVENT_MADVISE:     addr = event->madvise.addr; break;
-    case UCM_EVENT_SBRK:        addr = NULL; break; /* increment 0 */
-    case UCM_EVENT_BRK:         addr = event->brk.addr; break;
+    case UCM_EVENT_MMAP: addr = event->mmap.address; break;
+    case UCM_EVENT_MUNMAP: addr = event->munmap.address; break;
+    case UCM_EVENT_MREMAP: addr = event->mremap.address; break;
+    case UCM_EVENT_SHMAT: addr = event->shmat.shmaddr; break;
+    case UCM_EVENT_SHMDT: addr = event->shmdt.shmaddr; break;
+    case UCM_EVENT_MADVISE: addr = event->madvise.addr; break;
+    case UCM_EVENT_SBRK: addr = NULL; break; /* increment 0 */
+    case UCM_EVENT_BRK: addr = event->brk.addr; break;
     case UCM_EVENT_VM_MAPPED:
     case UCM_EVENT_VM_UNMAPPED: addr = event->vm_mapped.address; break;
-    default:                    return;
+    default: return;
     }
-    if ((type == UCM_EVENT_SBRK) ? (event->sbrk.increment == 0) :
-                                   (addr == ctx->addr)) {
+    if ((type == UCM_EVENT_SBRK) ? (event->sbrk.increment == 0)
+                                 : (addr == ctx->addr)) {
         __atomic_or_fetch(&ctx->received, type, __ATOMIC_RELAXED);
     }
 }
@@ -95,8 +95,8 @@ static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int quick,
 
     /* mmap (MAP_FIXED over a reservation of ours, so that the address is
      * known before the call), madvise, mremap (shrink), munmap */
-    p = (void*)ucm_sys_mmap(NULL, 2 * page, PROT_NONE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p = (void *)ucm_sys_mmap(NULL, 2 * page, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ucm_sys_is_err((long)p)) {
         *failed |= events & UCM_EVENT_MMAP_FAMILY;
         return;
@@ -109,10 +109,9 @@ static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int quick,
         *failed |= events & UCM_EVENT_MMAP_FAMILY;
         return;
     }
-    ucm_test_step_check(ctx, events,
-                        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED |
-                                UCM_EVENT_VM_UNMAPPED,
-                        failed);
+    ucm_test_step_check(
+        ctx, events,
+        UCM_EVENT_MMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, failed);
     if (!quick || (events & UCM_EVENT_MADVISE)) {
         madvise(p, page, MADV_DONTNEED);
         ucm_test_step_check(ctx, events,
@@ -137,9 +136,8 @@ static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int quick,
             ctx->received = 0;
             shm           = shmat(shmid, p, SHM_REMAP);
             if (shm == p) {
-                ucm_test_step_check(ctx, events,
-                                    UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED,
-                                    failed);
+                ucm_test_step_check(
+                    ctx, events, UCM_EVENT_SHMAT | UCM_EVENT_VM_MAPPED, failed);
                 shmdt(shm);
                 ucm_test_step_check(ctx, events,
                                     UCM_EVENT_SHMDT | UCM_EVENT_VM_UNMAPPED,

@@ -21,7 +21,7 @@
 
 typedef struct {
     uintptr_t addr; /* 0: free, 1: being written */
-    size_t    size;
+    size_t size;
 } ucm_shm_entry_t;
 
 static ucm_shm_entry_t ucm_shm_table[UCM_SHM_TABLE_SIZE];
@@ -96,10 +96,10 @@ static size_t ucm_shm_table_lookup(const void *addr)
 }
 
 typedef struct {
-    uintptr_t     addr;
-    uintptr_t     end;   /* end of the segment's mappings found so far */
+    uintptr_t addr;
+    uintptr_t end; /* end of the segment's mappings found so far */
     unsigned long inode;
-    int           found;
+    int found;
 } ucm_shm_maps_ctx_t;
 
 /* Like the kernel's shmdt(): the segment is the first SysV mapping at or

@@ -49,11 +49,11 @@
 #include <sys/syscall.h>
 
 /* linux/falloc.h values (not every libc header has all of them) */
-#define UCM_FALLOC_PUNCH_HOLE 0x02
+#define UCM_FALLOC_PUNCH_HOLE     0x02
 #define UCM_FALLOC_COLLAPSE_RANGE 0x08
-#define UCM_FALLOC_ZERO_RANGE 0x10
-#define UCM_FALLOC_INSERT_RANGE 0x20
-#define UCM_FALLOC_WRITE_ZEROES 0x80
+#define UCM_FALLOC_ZERO_RANGE     0x10
+#define UCM_FALLOC_INSERT_RANGE   0x20
+#define UCM_FALLOC_WRITE_ZEROES   0x80
 
 /* Ranges gathered by one walk of /proc/self/maps before they are raised. */
 #define UCM_TRUNC_BATCH 32

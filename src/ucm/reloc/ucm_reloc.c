@@ -15,9 +15,9 @@
 #define UCM_RELOC_MAX_OBJECTS 1024
 
 typedef struct {
-    uintptr_t  base;
-    const void *dynamic;  /* identifies the object together with base */
-    int        seen;      /* present in the current walk */
+    uintptr_t base;
+    const void *dynamic; /* identifies the object together with base */
+    int seen;            /* present in the current walk */
 } ucm_reloc_object_t;
 
 pthread_mutex_t ucm_reloc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,8 +34,8 @@ static unsigned char ucm_reloc_first_chars[256];
 static void ucm_reloc_note_foreign(const ucm_elf_dyn_t *dyn,
                                    ucm_reloc_patch_t *patch, void *prev)
 {
-    if ((prev == patch->value) || (prev == patch->expected) ||
-        (prev == NULL) || (patch->foreign != NULL) ||
+    if ((prev == patch->value) || (prev == patch->expected) || (prev == NULL) ||
+        (patch->foreign != NULL) ||
         (((uintptr_t)prev >= dyn->map_start) &&
          ((uintptr_t)prev < dyn->map_end))) {
         return;
@@ -47,34 +47,35 @@ static void ucm_reloc_note_foreign(const ucm_elf_dyn_t *dyn,
 
 static void ucm_reloc_write(const ucm_elf_dyn_t *dyn, void **slot, void *value)
 {
-    size_t page      = ucm_sys_page_size();
-    uintptr_t start  = (uintptr_t)slot & ~(page - 1);
-    int in_relro     = ((uintptr_t)slot >= dyn->relro_start) &&
-                       ((uintptr_t)slot < dyn->relro_end);
+    size_t page     = ucm_sys_page_size();
+    uintptr_t start = (uintptr_t)slot & ~(page - 1);
+    int in_relro    = ((uintptr_t)slot >= dyn->relro_start) &&
+                   ((uintptr_t)slot < dyn->relro_end);
     long ret;
 
     if (__atomic_load_n(slot, __ATOMIC_RELAXED) == value) {
         return;
     }
     if (in_relro) {
-        ret = ucm_sys_mprotect((void*)start, page, PROT_READ | PROT_WRITE);
+        ret = ucm_sys_mprotect((void *)start, page, PROT_READ | PROT_WRITE);
         if (ret != 0) {
             ucm_warn("cannot make the GOT of '%s' writable (%ld): %p not "
-                     "patched", dyn->name, ret, slot);
+                     "patched",
+                     dyn->name, ret, slot);
             return;
         }
     }
     __atomic_store_n(slot, value, __ATOMIC_RELEASE);
     ++ucm_reloc_num_slots;
     if (in_relro) {
-        ucm_sys_mprotect((void*)start, page, PROT_READ);
+        ucm_sys_mprotect((void *)start, page, PROT_READ);
     }
 }
 
 static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
-                                  const ElfW(Rela) *relas, size_t count)
+                                  const ElfW(Rela) * relas, size_t count)
 {
-    const ElfW(Rela) *r;
+    const ElfW(Rela) * r;
     const char *name;
     unsigned long type;
     void **slot;
@@ -96,7 +97,7 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
             if (strcmp(name, ucm_reloc_patches[i].symbol)) {
                 continue;
             }
-            slot = (void**)(dyn->base + r->r_offset);
+            slot = (void **)(dyn->base + r->r_offset);
             /* R_X86_64_64: a function pointer in initialized data; the
              * program may have changed it since, so only a pointer that
              * still holds what the dynamic linker put there is replaced */
@@ -206,7 +207,7 @@ ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
     pthread_mutex_lock(&ucm_reloc_lock);
     for (i = 0, n = ucm_reloc_num_patches; i < count; ++i) {
         index[i] = ucm_reloc_patch_find(patches[i].symbol, patches[i].value);
-        n       += (index[i] == UCM_RELOC_MAX_PATCHES);
+        n += (index[i] == UCM_RELOC_MAX_PATCHES);
     }
     if (n > UCM_RELOC_MAX_PATCHES) {
         pthread_mutex_unlock(&ucm_reloc_lock);
@@ -219,8 +220,8 @@ ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
         if (index[i] == UCM_RELOC_MAX_PATCHES) {
             index[i] = ucm_reloc_num_patches++;
         }
-        ucm_reloc_patches[index[i]]         = patches[i];
-        ucm_reloc_patches[index[i]].foreign = NULL;
+        ucm_reloc_patches[index[i]]                                = patches[i];
+        ucm_reloc_patches[index[i]].foreign                        = NULL;
         ucm_reloc_first_chars[(unsigned char)patches[i].symbol[0]] = 1;
     }
     slots = ucm_reloc_num_slots;

@@ -1,10 +1,11 @@
 /*
  * reloc mode: write our hooks into the GOT/PLT slots (R_X86_64_JUMP_SLOT and
  * R_X86_64_GLOB_DAT) and the function pointers in initialized data
- * (R_X86_64_64, when still unchanged) of every loaded object, and of objects loaded later
- * (the dlopen hook calls ucm_reloc_update()).  RELRO pages are made writable
- * for the single aligned pointer store and read-only again right after.
- * Thread-safe (one mutex, never taken in hook context of mmap-family calls).
+ * (R_X86_64_64, when still unchanged) of every loaded object, and of objects
+ * loaded later (the dlopen hook calls ucm_reloc_update()).  RELRO pages are
+ * made writable for the single aligned pointer store and read-only again right
+ * after. Thread-safe (one mutex, never taken in hook context of mmap-family
+ * calls).
  */
 #ifndef UCM_RELOC_H_
 #define UCM_RELOC_H_
@@ -14,12 +15,12 @@
 
 typedef struct ucm_reloc_patch {
     const char *symbol;
-    void       *value;
-    void       *expected; /* what an untouched slot resolves to (libc's) */
-    void       *resolved; /* the global definition (dlsym RTLD_DEFAULT),
-                             which may be an interposer's */
-    void       *foreign;  /* out: another hooker's function found in a slot
-                             (the first one seen), NULL if none */
+    void *value;
+    void *expected; /* what an untouched slot resolves to (libc's) */
+    void *resolved; /* the global definition (dlsym RTLD_DEFAULT),
+                       which may be an interposer's */
+    void *foreign;  /* out: another hooker's function found in a slot
+                       (the first one seen), NULL if none */
 } ucm_reloc_patch_t;
 
 /* Add patches to the active set (a patch with the same symbol and value
@@ -40,7 +41,7 @@ unsigned long ucm_reloc_slots_patched(void);
 /* dlopen() with the RPATH/RUNPATH of 'caller' searched first, as glibc would
  * have done had the caller called dlopen itself. */
 void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
-                          void *(*orig_dlopen)(const char*, int));
+                          void *(*orig_dlopen)(const char *, int));
 
 /* Protects the patch set and the table of patched objects. */
 extern pthread_mutex_t ucm_reloc_lock;

@@ -46,14 +46,14 @@ static int ucm_reloc_origin(const struct link_map *lm, char *buf, size_t max)
 static int ucm_reloc_build_path(const char *dir, size_t len, const char *origin,
                                 const char *filename, char *out, size_t max)
 {
-    size_t pos = 0, n;
+    size_t pos    = 0, n;
     const char *p = dir, *end = dir + len, *insert;
 
     while (p < end) {
         if (!strncmp(p, "$ORIGIN", 7) || !strncmp(p, "${ORIGIN}", 9)) {
             insert = origin;
             n      = strlen(origin);
-            p     += (p[1] == '{') ? 9 : 7;
+            p += (p[1] == '{') ? 9 : 7;
         } else {
             insert = p;
             n      = 1;
@@ -76,14 +76,14 @@ static int ucm_reloc_build_path(const char *dir, size_t len, const char *origin,
 
 static const char *ucm_reloc_search_path(const struct link_map *lm)
 {
-    const ElfW(Dyn) *d;
+    const ElfW(Dyn) * d;
     const char *strtab = NULL;
     ElfW(Addr) rpath = 0, runpath = 0;
     int has_rpath = 0, has_runpath = 0;
 
     for (d = lm->l_ld; (d != NULL) && (d->d_tag != DT_NULL); ++d) {
         if (d->d_tag == DT_STRTAB) {
-            strtab = (const char*)d->d_un.d_ptr;
+            strtab = (const char *)d->d_un.d_ptr;
         } else if (d->d_tag == DT_RPATH) {
             rpath     = d->d_un.d_val;
             has_rpath = 1;
@@ -102,7 +102,7 @@ static const char *ucm_reloc_search_path(const struct link_map *lm)
 }
 
 void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
-                          void *(*orig_dlopen)(const char*, int))
+                          void *(*orig_dlopen)(const char *, int))
 {
     char origin[PATH_MAX], path[PATH_MAX];
     struct link_map *lm = NULL;
@@ -112,7 +112,8 @@ void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
 
     if ((filename == NULL) || (strchr(filename, '/') != NULL) ||
         !ucm_global_opts.dlopen_process_rpath ||
-        !dladdr1(caller, &info, (void**)&lm, RTLD_DL_LINKMAP) || (lm == NULL)) {
+        !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) ||
+        (lm == NULL)) {
         return orig_dlopen(filename, flag);
     }
     search = ucm_reloc_search_path(lm);
@@ -120,7 +121,8 @@ void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
         return orig_dlopen(filename, flag);
     }
     have_origin = (ucm_reloc_origin(lm, origin, sizeof(origin)) == 0);
-    for (dir = search; *dir != '\0'; dir = (*colon == ':') ? colon + 1 : colon) {
+    for (dir = search; *dir != '\0';
+         dir = (*colon == ':') ? colon + 1 : colon) {
         colon = strchr(dir, ':');
         if (colon == NULL) {
             colon = dir + strlen(dir);

@@ -22,8 +22,8 @@ ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
     if ((patches == NULL) || (count > UCM_GOT_PATCH_MAX)) {
         ucm_error("ucm_got_patch_apply: %s",
                   (patches == NULL) ? "NULL patches" : "too many patches");
-        return (patches == NULL) ? UCS_ERR_INVALID_PARAM :
-                                   UCS_ERR_EXCEEDS_LIMIT;
+        return (patches == NULL) ? UCS_ERR_INVALID_PARAM
+                                 : UCS_ERR_EXCEEDS_LIMIT;
     }
     for (i = 0; i < count; ++i) {
         if ((patches[i].symbol == NULL) || (patches[i].hook == NULL) ||
@@ -41,7 +41,8 @@ ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
     status = ucm_mmap_install_dl_follow();
     if (status != UCS_OK) {
         ucm_warn("dlopen hooks not installed (status %d): objects loaded later "
-                 "will not be patched", (int)status);
+                 "will not be patched",
+                 (int)status);
     }
 
     status = ucm_reloc_apply(relocs, count, written_p);

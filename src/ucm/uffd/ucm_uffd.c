@@ -67,7 +67,7 @@
 
 /* Free nodes kept for the monitor (each event may split one span). */
 #define UCM_UFFD_SPARE_NODES 64
-#define UCM_UFFD_BATCH 32
+#define UCM_UFFD_BATCH       32
 
 enum {
     UCM_UFFD_STATE_IDLE, /* not opened (yet, or again in a child) */
@@ -257,8 +257,7 @@ static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
             ucm_uffd_dispatch(msg->arg.remap.from,
                               msg->arg.remap.from + msg->arg.remap.len);
             break;
-        default:
-            break;
+        default: break;
         }
     }
 }
@@ -644,8 +643,8 @@ static void ucm_uffd_page_align(void *addr, size_t len, uintptr_t *start_p,
  * is valid while the table generation is the one it was taken at. */
 static struct {
     unsigned long seq;
-    uintptr_t     start, end;
-    uint64_t      token;
+    uintptr_t start, end;
+    uint64_t token;
     unsigned long gen;
 } ucm_uffd_memo;
 
@@ -658,8 +657,7 @@ static void ucm_uffd_memo_set_locked(uintptr_t start, uintptr_t end,
     __atomic_store_n(&ucm_uffd_memo.start, start, __ATOMIC_RELAXED);
     __atomic_store_n(&ucm_uffd_memo.end, end, __ATOMIC_RELAXED);
     __atomic_store_n(&ucm_uffd_memo.token, token, __ATOMIC_RELAXED);
-    __atomic_store_n(&ucm_uffd_memo.gen, ucm_uffd_table_gen,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&ucm_uffd_memo.gen, ucm_uffd_table_gen, __ATOMIC_RELAXED);
     __atomic_store_n(&ucm_uffd_memo.seq, ucm_uffd_memo.seq + 1,
                      __ATOMIC_RELEASE);
 }
@@ -667,9 +665,8 @@ static void ucm_uffd_memo_set_locked(uintptr_t start, uintptr_t end,
 /* [start, end) inside the remembered span, still registered and active:
  * its token without the lock (a later cut reports the unmap after this,
  * as for a subscription made under the lock just before it). */
-static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end,
-                              uint64_t *token_p, uintptr_t *span_start_p,
-                              uintptr_t *span_end_p)
+static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end, uint64_t *token_p,
+                              uintptr_t *span_start_p, uintptr_t *span_end_p)
 {
     unsigned long seq = __atomic_load_n(&ucm_uffd_memo.seq, __ATOMIC_ACQUIRE);
     uintptr_t s, e;
@@ -699,8 +696,7 @@ static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end,
     return 1;
 }
 
-ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len,
-                                     uint64_t *token_p,
+ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len, uint64_t *token_p,
                                      uintptr_t *span_start_p,
                                      uintptr_t *span_end_p)
 {
@@ -756,9 +752,9 @@ ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len,
      * never a missed event) */
     s = start;
     e = end;
-    while (((span = ucm_uffd_table_first_after(start ? start - 1 : 0)) !=
-             NULL) &&
-           (span->start <= end)) {
+    while (
+        ((span = ucm_uffd_table_first_after(start ? start - 1 : 0)) != NULL) &&
+        (span->start <= end)) {
         s = (span->start < s) ? span->start : s;
         e = (span->end > e) ? span->end : e;
         count += span->count;
@@ -780,8 +776,7 @@ ucs_status_t ucm_uffd_subscribe(void *addr, size_t len, uint64_t *token_p)
 {
     uintptr_t span_start, span_end;
 
-    return ucm_uffd_subscribe_span(addr, len, token_p, &span_start,
-                                   &span_end);
+    return ucm_uffd_subscribe_span(addr, len, token_p, &span_start, &span_end);
 }
 
 void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token)
@@ -816,14 +811,13 @@ void ucm_uffd_query(ucm_uffd_info_t *info)
 {
     memset(info, 0, sizeof(*info));
     pthread_mutex_lock(&ucm_uffd_lock);
-    info->mode        = ucm_uffd_opts.mode;
-    info->active      = (ucm_uffd_state == UCM_UFFD_STATE_ACTIVE);
-    info->features    = info->active ? ucm_uffd_features : 0;
-    info->grain       = ucm_uffd_opts.grain;
-    info->spans       = ucm_uffd_table_size();
-    info->registers   = ucm_uffd_stats.registers;
-    info->dedups      = __atomic_load_n(&ucm_uffd_stats.dedups,
-                                    __ATOMIC_RELAXED);
+    info->mode      = ucm_uffd_opts.mode;
+    info->active    = (ucm_uffd_state == UCM_UFFD_STATE_ACTIVE);
+    info->features  = info->active ? ucm_uffd_features : 0;
+    info->grain     = ucm_uffd_opts.grain;
+    info->spans     = ucm_uffd_table_size();
+    info->registers = ucm_uffd_stats.registers;
+    info->dedups    = __atomic_load_n(&ucm_uffd_stats.dedups, __ATOMIC_RELAXED);
     info->unsupported = ucm_uffd_stats.unsupported;
     info->busy        = ucm_uffd_stats.busy;
     snprintf(info->reason, sizeof(info->reason), "%s", ucm_uffd_reason);
@@ -846,7 +840,8 @@ ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain)
     }
     if (ucm_uffd_state == UCM_UFFD_STATE_FAILED) {
         /* the next start tries again */
-        __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_IDLE, __ATOMIC_RELAXED);
+        __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_IDLE,
+                         __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&ucm_uffd_lock);
     return UCS_OK;

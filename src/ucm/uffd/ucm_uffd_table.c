@@ -161,13 +161,13 @@ ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
     if (node == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    node->start   = start;
-    node->end     = end;
-    node->count   = count;
-    node->seq     = seq;
-    node->prio    = ucm_uffd_random();
-    node->left    = NULL;
-    node->right   = NULL;
+    node->start = start;
+    node->end   = end;
+    node->count = count;
+    node->seq   = seq;
+    node->prio  = ucm_uffd_random();
+    node->left  = NULL;
+    node->right = NULL;
     ucm_uffd_table_changed();
     ucm_uffd_root = ucm_uffd_insert(ucm_uffd_root, node);
     ++ucm_uffd_nspans;

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <string.h>
 
-const char *ucm_log_level_names[] = {"FATAL", "ERROR", "WARN", "DIAG", "INFO",
-                                     "DEBUG", "TRACE", NULL};
+const char *ucm_log_level_names[] = {"FATAL", "ERROR", "WARN",  "DIAG",
+                                     "INFO",  "DEBUG", "TRACE", NULL};
 
 const char *ucm_mmap_hook_modes[] = {"none", "reloc", "bistro", NULL};
 
@@ -30,64 +30,69 @@ ucm_global_config_t ucm_global_opts = {
     .enable_dynamic_mmap_thresh = 1,
     .alloc_alignment            = 16,
     .dlopen_process_rpath       = 1,
-    .module_unload_prevent_mode = UCM_UNLOAD_PREVENT_MODE_LAZY
-};
+    .module_unload_prevent_mode = UCM_UNLOAD_PREVENT_MODE_LAZY};
 
-#define UCM_CONFIG_FIELD(_name, _dfl, _doc, _field, _type, _names) \
-    {_name, _dfl, _doc, offsetof(ucm_global_config_t, _field), _type, _names}
+#define UCM_CONFIG_FIELD(_name, _dfl, _doc, _field, _type, _names)             \
+    {                                                                          \
+        _name, _dfl, _doc, offsetof(ucm_global_config_t, _field), _type,       \
+            _names                                                             \
+    }
 
 static const ucs_config_field_t ucm_config_table[] = {
     UCM_CONFIG_FIELD("MEM_LOG_LEVEL", "warn",
-                     "Logging level of the memory hooks",
-                     log_level, UCS_CONFIG_TYPE_ENUM, ucm_log_level_names),
-    UCM_CONFIG_FIELD("MEM_ALLOC_ALIGN", "16",
-                     "Minimal alignment of allocations (kept for UCX compatibility)",
-                     alloc_alignment, UCS_CONFIG_TYPE_SIZE, NULL),
+                     "Logging level of the memory hooks", log_level,
+                     UCS_CONFIG_TYPE_ENUM, ucm_log_level_names),
+    UCM_CONFIG_FIELD(
+        "MEM_ALLOC_ALIGN", "16",
+        "Minimal alignment of allocations (kept for UCX compatibility)",
+        alloc_alignment, UCS_CONFIG_TYPE_SIZE, NULL),
     UCM_CONFIG_FIELD("MEM_EVENTS", "yes",
                      "Enable memory events; 'no' turns every hook off",
                      enable_events, UCS_CONFIG_TYPE_BOOL, NULL),
-    UCM_CONFIG_FIELD("MEM_MMAP_HOOK_MODE", "bistro",
-                     "How to hook mmap/munmap/...: none, reloc (GOT/PLT slots of "
-                     "every object) or bistro (entry of the libc functions; also "
-                     "sees glibc-internal calls)",
-                     mmap_hook_mode, UCS_CONFIG_TYPE_ENUM, ucm_mmap_hook_modes),
-    UCM_CONFIG_FIELD("MEM_MALLOC_HOOKS", "yes",
-                     "Accepted for UCX compatibility; glibc-internal unmaps are "
-                     "seen by bistro mode without replacing malloc",
-                     enable_malloc_hooks, UCS_CONFIG_TYPE_BOOL, NULL),
+    UCM_CONFIG_FIELD(
+        "MEM_MMAP_HOOK_MODE", "bistro",
+        "How to hook mmap/munmap/...: none, reloc (GOT/PLT slots of "
+        "every object) or bistro (entry of the libc functions; also "
+        "sees glibc-internal calls)",
+        mmap_hook_mode, UCS_CONFIG_TYPE_ENUM, ucm_mmap_hook_modes),
+    UCM_CONFIG_FIELD(
+        "MEM_MALLOC_HOOKS", "yes",
+        "Accepted for UCX compatibility; glibc-internal unmaps are "
+        "seen by bistro mode without replacing malloc",
+        enable_malloc_hooks, UCS_CONFIG_TYPE_BOOL, NULL),
     UCM_CONFIG_FIELD("MEM_MALLOC_RELOC", "yes",
                      "Accepted for UCX compatibility (see MEM_MALLOC_HOOKS)",
                      enable_malloc_reloc, UCS_CONFIG_TYPE_BOOL, NULL),
     UCM_CONFIG_FIELD("MEM_CUDA_HOOK_MODE", "bistro",
                      "Hook modes allowed for CUDA memory-type hooks",
-                     cuda_hook_modes, UCS_CONFIG_TYPE_BITMAP, ucm_mmap_hook_modes),
+                     cuda_hook_modes, UCS_CONFIG_TYPE_BITMAP,
+                     ucm_mmap_hook_modes),
     UCM_CONFIG_FIELD("MEM_DYNAMIC_MMAP_THRESH", "yes",
                      "Accepted for UCX compatibility (malloc is not replaced)",
                      enable_dynamic_mmap_thresh, UCS_CONFIG_TYPE_BOOL, NULL),
     UCM_CONFIG_FIELD("MEM_DLOPEN_PROCESS_RPATH", "yes",
                      "Accepted for UCX compatibility (dlopen is not rewritten)",
                      dlopen_process_rpath, UCS_CONFIG_TYPE_BOOL, NULL),
-    UCM_CONFIG_FIELD("MEM_MODULE_UNLOAD_PREVENT_MODE", "lazy",
-                     "Accepted for UCX compatibility (libucm is never unloaded)",
-                     module_unload_prevent_mode, UCS_CONFIG_TYPE_ENUM,
-                     ucm_unload_prevent_modes),
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
+    UCM_CONFIG_FIELD(
+        "MEM_MODULE_UNLOAD_PREVENT_MODE", "lazy",
+        "Accepted for UCX compatibility (libucm is never unloaded)",
+        module_unload_prevent_mode, UCS_CONFIG_TYPE_ENUM,
+        ucm_unload_prevent_modes),
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static void ucm_config_error(const char *var, const char *value,
                              const char *accepted, void *arg)
 {
-    ucm_error("%s: invalid value '%s' (accepted: %s); keeping the default",
-              var, value, accepted);
+    ucm_error("%s: invalid value '%s' (accepted: %s); keeping the default", var,
+              value, accepted);
 }
 
 ucs_status_t ucm_config_init(void)
 {
     ucs_status_t status, status_uffd;
 
-    status      = ucs_config_parse_env("UCX_", ucm_config_table,
-                                       &ucm_global_opts, ucm_config_error,
-                                       NULL);
+    status = ucs_config_parse_env("UCX_", ucm_config_table, &ucm_global_opts,
+                                  ucm_config_error, NULL);
     status_uffd = ucs_config_parse_env("UCX_", ucm_uffd_config_table,
                                        &ucm_uffd_opts, ucm_config_error, NULL);
     return (status != UCS_OK) ? status : status_uffd;
@@ -127,8 +132,8 @@ static const ucs_config_field_t *ucm_config_field(unsigned index,
     return NULL;
 }
 
-int ucm_config_get(unsigned index, const char **name_p, char *value,
-                   size_t max, const char **doc_p)
+int ucm_config_get(unsigned index, const char **name_p, char *value, size_t max,
+                   const char **doc_p)
 {
     const ucs_config_field_t *field;
     const void *opts;

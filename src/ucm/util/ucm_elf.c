@@ -22,7 +22,7 @@ static size_t ucm_elf_gnu_hash_nsyms(const uint32_t *hash)
     const uint32_t *chain;
     uint32_t i, last = 0;
 
-    buckets = (const uint32_t*)((const ElfW(Addr)*)(hash + 4) + bloom);
+    buckets = (const uint32_t *)((const ElfW(Addr) *)(hash + 4) + bloom);
     chain   = buckets + nbuckets;
     for (i = 0; i < nbuckets; ++i) {
         if (buckets[i] > last) {
@@ -63,11 +63,11 @@ int ucm_elf_dyn_parse(const struct dl_phdr_info *info, ucm_elf_dyn_t *dyn)
                 dyn->map_end = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
             }
         } else if (ph->p_type == PT_DYNAMIC) {
-            d = (const ElfW(Dyn)*)(info->dlpi_addr + ph->p_vaddr);
+            d = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
         } else if (ph->p_type == PT_GNU_RELRO) {
             dyn->relro_start = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
-            dyn->relro_end   = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) &
-                               ~(page - 1);
+            dyn->relro_end =
+                (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(page - 1);
         }
     }
     if (d == NULL) {
@@ -75,39 +75,45 @@ int ucm_elf_dyn_parse(const struct dl_phdr_info *info, ucm_elf_dyn_t *dyn)
     }
     for (; d->d_tag != DT_NULL; ++d) {
         switch (d->d_tag) {
-        case DT_STRTAB:   strtab   = d->d_un.d_ptr; break;
-        case DT_STRSZ:    dyn->strsz = d->d_un.d_val; break;
-        case DT_SYMTAB:   symtab   = d->d_un.d_ptr; break;
-        case DT_JMPREL:   jmprel   = d->d_un.d_ptr; break;
+        case DT_STRTAB: strtab = d->d_un.d_ptr; break;
+        case DT_STRSZ: dyn->strsz = d->d_un.d_val; break;
+        case DT_SYMTAB: symtab = d->d_un.d_ptr; break;
+        case DT_JMPREL: jmprel = d->d_un.d_ptr; break;
         case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
-        case DT_RELA:     rela     = d->d_un.d_ptr; break;
-        case DT_RELASZ:   relasz   = d->d_un.d_val; break;
-        case DT_RELAENT:  relaent  = d->d_un.d_val; break;
-        case DT_HASH:     hash     = d->d_un.d_ptr; break;
+        case DT_RELA: rela = d->d_un.d_ptr; break;
+        case DT_RELASZ: relasz = d->d_un.d_val; break;
+        case DT_RELAENT: relaent = d->d_un.d_val; break;
+        case DT_HASH: hash = d->d_un.d_ptr; break;
         case DT_GNU_HASH: gnu_hash = d->d_un.d_ptr; break;
-        case DT_RPATH:    rpath    = d->d_un.d_val; have_rpath = 1; break;
-        case DT_RUNPATH:  runpath  = d->d_un.d_val; have_runpath = 1; break;
+        case DT_RPATH:
+            rpath      = d->d_un.d_val;
+            have_rpath = 1;
+            break;
+        case DT_RUNPATH:
+            runpath      = d->d_un.d_val;
+            have_runpath = 1;
+            break;
         default: break;
         }
     }
     if ((strtab == 0) || (symtab == 0) || (relaent != sizeof(ElfW(Rela)))) {
         return -1;
     }
-    dyn->strtab = (const char*)ucm_elf_ptr(dyn, strtab);
-    dyn->symtab = (const ElfW(Sym)*)ucm_elf_ptr(dyn, symtab);
+    dyn->strtab = (const char *)ucm_elf_ptr(dyn, strtab);
+    dyn->symtab = (const ElfW(Sym) *)ucm_elf_ptr(dyn, symtab);
     if (jmprel != 0) {
-        dyn->jmprel       = (const ElfW(Rela)*)ucm_elf_ptr(dyn, jmprel);
+        dyn->jmprel       = (const ElfW(Rela) *)ucm_elf_ptr(dyn, jmprel);
         dyn->jmprel_count = pltrelsz / sizeof(ElfW(Rela));
     }
     if (rela != 0) {
-        dyn->rela       = (const ElfW(Rela)*)ucm_elf_ptr(dyn, rela);
+        dyn->rela       = (const ElfW(Rela) *)ucm_elf_ptr(dyn, rela);
         dyn->rela_count = relasz / sizeof(ElfW(Rela));
     }
     if (gnu_hash != 0) {
-        dyn->gnu_hash = (const uint32_t*)ucm_elf_ptr(dyn, gnu_hash);
+        dyn->gnu_hash = (const uint32_t *)ucm_elf_ptr(dyn, gnu_hash);
         dyn->nsyms    = ucm_elf_gnu_hash_nsyms(dyn->gnu_hash);
     } else if (hash != 0) {
-        dyn->nsyms = ((const uint32_t*)ucm_elf_ptr(dyn, hash))[1];
+        dyn->nsyms = ((const uint32_t *)ucm_elf_ptr(dyn, hash))[1];
     }
     if (have_rpath) {
         dyn->rpath = dyn->strtab + rpath;
@@ -128,14 +134,14 @@ static uint32_t ucm_elf_gnu_hash(const char *name)
     return h;
 }
 
-static int ucm_elf_sym_match(const ucm_elf_dyn_t *dyn, const ElfW(Sym) *sym,
+static int ucm_elf_sym_match(const ucm_elf_dyn_t *dyn, const ElfW(Sym) * sym,
                              const char *name)
 {
     return (sym->st_shndx != SHN_UNDEF) && (sym->st_value != 0) &&
            !strcmp(dyn->strtab + sym->st_name, name);
 }
 
-const ElfW(Sym) *ucm_elf_sym_find(const ucm_elf_dyn_t *dyn, const char *name)
+const ElfW(Sym) * ucm_elf_sym_find(const ucm_elf_dyn_t *dyn, const char *name)
 {
     const uint32_t *hash = dyn->gnu_hash;
     uint32_t nbuckets, symoffset, nbloom, h, idx;
@@ -154,7 +160,7 @@ const ElfW(Sym) *ucm_elf_sym_find(const ucm_elf_dyn_t *dyn, const char *name)
     nbuckets  = hash[0];
     symoffset = hash[1];
     nbloom    = hash[2];
-    buckets   = (const uint32_t*)((const ElfW(Addr)*)(hash + 4) + nbloom);
+    buckets   = (const uint32_t *)((const ElfW(Addr) *)(hash + 4) + nbloom);
     chain     = buckets + nbuckets;
     h         = ucm_elf_gnu_hash(name);
     idx       = buckets[h % nbuckets];

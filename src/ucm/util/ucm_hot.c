@@ -7,7 +7,7 @@
 
 ucm_hot_t ucm_hot __attribute__((aligned(4096))) = {
     /* starts with the empty list in buffer 0 (zero handlers) */
-    .event_list    = (ucm_event_list_t*)&ucm_hot.list_buf[0],
+    .event_list    = (ucm_event_list_t *)&ucm_hot.list_buf[0],
     .rcu_gp_ctr    = 1, /* phase 0, nesting 1 */
     .rcu_use_fence = 1  /* until membarrier is known to work */
 };

@@ -18,8 +18,7 @@
 
 /* In lock order. */
 static pthread_mutex_t *ucm_init_fork_locks[] = {
-    &ucm_mmap_install_lock, &ucm_reloc_lock, &ucm_event_writer_lock
-};
+    &ucm_mmap_install_lock, &ucm_reloc_lock, &ucm_event_writer_lock};
 static int ucm_init_fork_locked[ucs_static_array_size(ucm_init_fork_locks)];
 
 static void ucm_init_atfork_prepare(void)
@@ -30,7 +29,7 @@ static void ucm_init_atfork_prepare(void)
     for (i = 0; i < ucs_static_array_size(ucm_init_fork_locks); ++i) {
         if (in_handler) {
             ucm_init_fork_locked[i] =
-                    (pthread_mutex_trylock(ucm_init_fork_locks[i]) == 0);
+                (pthread_mutex_trylock(ucm_init_fork_locks[i]) == 0);
         } else {
             pthread_mutex_lock(ucm_init_fork_locks[i]);
             ucm_init_fork_locked[i] = 1;

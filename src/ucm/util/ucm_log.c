@@ -8,7 +8,7 @@
 #include <string.h>
 
 typedef struct {
-    char   *buf;
+    char *buf;
     size_t max;
     size_t len;
 } ucm_log_out_t;
@@ -20,8 +20,7 @@ static void ucm_log_putc(ucm_log_out_t *out, char c)
     }
 }
 
-static void ucm_log_puts(ucm_log_out_t *out, const char *s, int width,
-                         char pad)
+static void ucm_log_puts(ucm_log_out_t *out, const char *s, int width, char pad)
 {
     int len = (int)strlen(s);
 
@@ -95,37 +94,32 @@ size_t ucm_log_vsnprintf(char *buf, size_t max, const char *fmt, va_list ap)
         switch (*fmt) {
         case 'd':
         case 'i':
-            s = (lmod == 0) ? va_arg(ap, int) :
-                (lmod == 1) ? va_arg(ap, long) : va_arg(ap, long long);
-            u = (s < 0) ? (unsigned long long)(-(s + 1)) + 1 :
-                          (unsigned long long)s;
+            s = (lmod == 0)   ? va_arg(ap, int)
+                : (lmod == 1) ? va_arg(ap, long)
+                              : va_arg(ap, long long);
+            u = (s < 0) ? (unsigned long long)(-(s + 1)) + 1
+                        : (unsigned long long)s;
             ucm_log_putnum(&out, u, 10, s < 0, width, pad);
             break;
         case 'u':
         case 'x':
-            u = (lmod == 0) ? va_arg(ap, unsigned) :
-                (lmod == 1) ? va_arg(ap, unsigned long) :
-                              va_arg(ap, unsigned long long);
+            u = (lmod == 0)   ? va_arg(ap, unsigned)
+                : (lmod == 1) ? va_arg(ap, unsigned long)
+                              : va_arg(ap, unsigned long long);
             ucm_log_putnum(&out, u, (*fmt == 'x') ? 16 : 10, 0, width, pad);
             break;
         case 'p':
             ucm_log_puts(&out, "0x", 0, ' ');
-            ucm_log_putnum(&out, (uintptr_t)va_arg(ap, void*), 16, 0, width,
+            ucm_log_putnum(&out, (uintptr_t)va_arg(ap, void *), 16, 0, width,
                            pad);
             break;
         case 's':
-            str = va_arg(ap, const char*);
+            str = va_arg(ap, const char *);
             ucm_log_puts(&out, (str != NULL) ? str : "(null)", width, ' ');
             break;
-        case 'c':
-            ucm_log_putc(&out, (char)va_arg(ap, int));
-            break;
-        case '%':
-            ucm_log_putc(&out, '%');
-            break;
-        case '\0':
-            --fmt;
-            break;
+        case 'c': ucm_log_putc(&out, (char)va_arg(ap, int)); break;
+        case '%': ucm_log_putc(&out, '%'); break;
+        case '\0': --fmt; break;
         default:
             ucm_log_putc(&out, '%');
             ucm_log_putc(&out, *fmt);
@@ -156,10 +150,10 @@ void ucm_log_write(ucs_log_level_t level, const char *file, int line,
     size_t len;
     va_list ap;
 
-    level_name = ((int)level < UCS_LOG_LEVEL_LAST &&
-                  (int)level <= UCS_LOG_LEVEL_TRACE) ?
-                         ucm_log_level_names[level] :
-                         "TRACE";
+    level_name =
+        ((int)level < UCS_LOG_LEVEL_LAST && (int)level <= UCS_LOG_LEVEL_TRACE)
+            ? ucm_log_level_names[level]
+            : "TRACE";
     len = ucm_log_snprintf(buf, sizeof(buf) - 1, "[%ld:%ld] %s:%d UCM %s ",
                            ucm_sys_getpid(), ucm_sys_gettid(),
                            (base != NULL) ? base + 1 : file, line, level_name);

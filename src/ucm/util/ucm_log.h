@@ -15,11 +15,11 @@
 
 #define UCM_LOG_MAX 512
 
-#define ucm_log(_level, _fmt, ...) \
-    do { \
-        if ((int)(_level) <= (int)ucm_global_opts.log_level) { \
-            ucm_log_write(_level, __FILE__, __LINE__, _fmt, ##__VA_ARGS__); \
-        } \
+#define ucm_log(_level, _fmt, ...)                                             \
+    do {                                                                       \
+        if ((int)(_level) <= (int)ucm_global_opts.log_level) {                 \
+            ucm_log_write(_level, __FILE__, __LINE__, _fmt, ##__VA_ARGS__);    \
+        }                                                                      \
     } while (0)
 
 #define ucm_fatal(_fmt, ...) ucm_log(UCS_LOG_LEVEL_FATAL, _fmt, ##__VA_ARGS__)
@@ -37,6 +37,6 @@ void ucm_log_write(ucs_log_level_t level, const char *file, int line,
  * written. */
 size_t ucm_log_vsnprintf(char *buf, size_t max, const char *fmt, va_list ap);
 size_t ucm_log_snprintf(char *buf, size_t max, const char *fmt, ...)
-        UCS_F_PRINTF(3, 4);
+    UCS_F_PRINTF(3, 4);
 
 #endif

@@ -66,13 +66,13 @@ static int ucm_procmaps_parse_line(char *line, ucm_procmaps_entry_t *e)
     if ((p[0] == '\0') || (p[1] == '\0') || (p[2] == '\0') || (p[3] == '\0')) {
         return -1;
     }
-    e->prot   = ((p[0] == 'r') ? PROT_READ : 0) |
-                ((p[1] == 'w') ? PROT_WRITE : 0) |
-                ((p[2] == 'x') ? PROT_EXEC : 0);
-    e->shared = (p[3] == 's');
-    p         = ucm_procmaps_skip(p + 4, ' ');
-    p         = ucm_procmaps_hex(p, &e->offset);
-    p         = ucm_procmaps_skip(p, ' ');
+    e->prot = ((p[0] == 'r') ? PROT_READ : 0) |
+              ((p[1] == 'w') ? PROT_WRITE : 0) |
+              ((p[2] == 'x') ? PROT_EXEC : 0);
+    e->shared    = (p[3] == 's');
+    p            = ucm_procmaps_skip(p + 4, ' ');
+    p            = ucm_procmaps_hex(p, &e->offset);
+    p            = ucm_procmaps_skip(p, ' ');
     p            = ucm_procmaps_hex(p, &e->dev_major);
     e->dev_minor = 0;
     if (*p == ':') {
@@ -128,14 +128,14 @@ int ucm_procmaps_walk(ucm_procmaps_cb_t cb, void *arg)
 
 typedef struct {
     ucm_proc_maps_cb_t cb;
-    void               *arg;
+    void *arg;
 } ucm_procmaps_api_ctx_t;
 
 static int ucm_procmaps_api_cb(void *arg, const ucm_procmaps_entry_t *e)
 {
     ucm_procmaps_api_ctx_t *ctx = arg;
 
-    return ctx->cb(ctx->arg, (void*)e->start, e->end - e->start, e->prot,
+    return ctx->cb(ctx->arg, (void *)e->start, e->end - e->start, e->prot,
                    e->path);
 }
 

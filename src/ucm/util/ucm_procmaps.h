@@ -10,15 +10,15 @@
 #include <stdint.h>
 
 typedef struct ucm_procmaps_entry {
-    uintptr_t     start;
-    uintptr_t     end;
-    int           prot;    /* PROT_* bits */
-    int           shared;  /* 's' in the flags column */
+    uintptr_t start;
+    uintptr_t end;
+    int prot;   /* PROT_* bits */
+    int shared; /* 's' in the flags column */
     unsigned long offset;
     unsigned long dev_major; /* device of the mapped file ("MM:mm", hex) */
     unsigned long dev_minor;
-    unsigned long inode;   /* for SysV shm: the shmid */
-    const char    *path;   /* "" for anonymous; truncated to 255 bytes */
+    unsigned long inode; /* for SysV shm: the shmid */
+    const char *path;    /* "" for anonymous; truncated to 255 bytes */
 } ucm_procmaps_entry_t;
 
 /* Return non-zero to stop the walk. */

@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #define UCM_STATS_NUM_TYPES 32
-#define UCM_STATS_LINE_MAX UCM_LOG_MAX
+#define UCM_STATS_LINE_MAX  UCM_LOG_MAX
 
 typedef struct ucm_stats_record {
     ucm_event_callback_t cb; /* the handler's own callback and arg */

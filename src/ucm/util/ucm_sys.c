@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #if defined(__x86_64__)
-UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
-                      long a6)
+UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4,
+                                long a5, long a6)
 {
     register long r10 __asm__("r10") = a4;
     register long r8 __asm__("r8")   = a5;
@@ -28,8 +28,8 @@ UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, lon
 }
 #else
 /* Other CPUs: libc's syscall() is a thin wrapper that only touches errno. */
-UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
-                      long a6)
+UCS_F_HOT long ucm_sys_syscall6(long nr, long a1, long a2, long a3, long a4,
+                                long a5, long a6)
 {
     int saved = errno;
     long ret  = syscall(nr, a1, a2, a3, a4, a5, a6);
@@ -52,7 +52,7 @@ UCS_F_HOT long ucm_sys_to_libc(long ret)
 }
 
 UCS_F_HOT long ucm_sys_mmap(void *addr, size_t len, int prot, int flags, int fd,
-                  off_t off)
+                            off_t off)
 {
     return ucm_sys_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd,
                             (long)off);
@@ -63,8 +63,8 @@ UCS_F_HOT long ucm_sys_munmap(void *addr, size_t len)
     return ucm_sys_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0, 0);
 }
 
-UCS_F_HOT long ucm_sys_mremap(void *old, size_t old_size, size_t new_size, int flags,
-                    void *new_addr)
+UCS_F_HOT long ucm_sys_mremap(void *old, size_t old_size, size_t new_size,
+                              int flags, void *new_addr)
 {
     return ucm_sys_syscall6(SYS_mremap, (long)old, (long)old_size,
                             (long)new_size, flags, (long)new_addr, 0);

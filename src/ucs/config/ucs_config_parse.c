@@ -11,10 +11,12 @@
 
 #define UCS_CONFIG_VAR_MAX 128
 
-static const char *ucs_config_bool_true[]  = {"y", "yes", "on", "true", "1", NULL};
-static const char *ucs_config_bool_false[] = {"n", "no", "off", "false", "0", NULL};
+static const char *ucs_config_bool_true[]  = {"y",    "yes", "on",
+                                              "true", "1",   NULL};
+static const char *ucs_config_bool_false[] = {"n",     "no", "off",
+                                              "false", "0",  NULL};
 
-static int ucs_config_name_index(const char * const *names, const char *value,
+static int ucs_config_name_index(const char *const *names, const char *value,
                                  size_t len)
 {
     int i;
@@ -55,8 +57,8 @@ static int ucs_config_parse_number(const char *value, int allow_units,
                                    unsigned long long *result)
 {
     unsigned long long num = 0, mult = 1;
-    const char *p          = value;
-    int digits             = 0;
+    const char *p = value;
+    int digits    = 0;
 
     if (!strcasecmp(value, "inf")) {
         *result = ULLONG_MAX;
@@ -75,11 +77,16 @@ static int ucs_config_parse_number(const char *value, int allow_units,
     }
     if (allow_units && (*p != '\0')) {
         switch (*p) {
-        case 'b': case 'B': mult = 1; break;
-        case 'k': case 'K': mult = 1ull << 10; break;
-        case 'm': case 'M': mult = 1ull << 20; break;
-        case 'g': case 'G': mult = 1ull << 30; break;
-        case 't': case 'T': mult = 1ull << 40; break;
+        case 'b':
+        case 'B': mult = 1; break;
+        case 'k':
+        case 'K': mult = 1ull << 10; break;
+        case 'm':
+        case 'M': mult = 1ull << 20; break;
+        case 'g':
+        case 'G': mult = 1ull << 30; break;
+        case 't':
+        case 'T': mult = 1ull << 40; break;
         default: return -1;
         }
         ++p;
@@ -146,7 +153,7 @@ static int ucs_config_parse_double(const char *value, double *result)
 ucs_status_t ucs_config_parse_value(const ucs_config_field_t *field,
                                     const char *value, void *opts)
 {
-    char *dst = (char*)opts + field->offset;
+    char *dst = (char *)opts + field->offset;
     unsigned long long num;
     double d;
     int ival;
@@ -157,7 +164,8 @@ ucs_status_t ucs_config_parse_value(const ucs_config_field_t *field,
 
     switch (field->type) {
     case UCS_CONFIG_TYPE_BOOL:
-        if (ucs_config_name_index(ucs_config_bool_true, value, strlen(value)) >= 0) {
+        if (ucs_config_name_index(ucs_config_bool_true, value, strlen(value)) >=
+            0) {
             ival = 1;
         } else if (ucs_config_name_index(ucs_config_bool_false, value,
                                          strlen(value)) >= 0) {
@@ -205,8 +213,8 @@ ucs_status_t ucs_config_parse_value(const ucs_config_field_t *field,
             return UCS_ERR_INVALID_PARAM;
         }
         {
-            unsigned long lval = (num == ULLONG_MAX) ? ULONG_MAX :
-                                                       (unsigned long)num;
+            unsigned long lval =
+                (num == ULLONG_MAX) ? ULONG_MAX : (unsigned long)num;
             memcpy(dst, &lval, sizeof(lval));
         }
         return UCS_OK;
@@ -239,7 +247,7 @@ static void ucs_config_format_ull(unsigned long long v, char *tmp, size_t max)
 ucs_status_t ucs_config_format_value(const ucs_config_field_t *field,
                                      const void *opts, char *buf, size_t max)
 {
-    const char *src = (const char*)opts + field->offset;
+    const char *src = (const char *)opts + field->offset;
     char tmp[32];
     size_t pos = 0;
     int ival, i, first = 1, rc = 0;
@@ -261,8 +269,8 @@ ucs_status_t ucs_config_format_value(const ucs_config_field_t *field,
         for (i = 0; (field->names[i] != NULL) && (i < ival); ++i) {
         }
         rc = ucs_config_append(buf, max, &pos,
-                               (field->names[i] != NULL) ? field->names[i] :
-                                                           "<invalid>");
+                               (field->names[i] != NULL) ? field->names[i]
+                                                         : "<invalid>");
         break;
     case UCS_CONFIG_TYPE_BITMAP:
         memcpy(&ival, src, sizeof(ival));
@@ -356,12 +364,14 @@ void ucs_config_format_accepted(const ucs_config_field_t *field, char *buf,
         }
         break;
     case UCS_CONFIG_TYPE_SIZE:
-        ucs_config_append(buf, max, &pos,
-                          "a size: number with optional b|k|m|g|t suffix, or inf");
+        ucs_config_append(
+            buf, max, &pos,
+            "a size: number with optional b|k|m|g|t suffix, or inf");
         break;
     case UCS_CONFIG_TYPE_UINT:
     case UCS_CONFIG_TYPE_ULONG:
-        ucs_config_append(buf, max, &pos, "a non-negative decimal number, or inf");
+        ucs_config_append(buf, max, &pos,
+                          "a non-negative decimal number, or inf");
         break;
     case UCS_CONFIG_TYPE_DOUBLE:
         ucs_config_append(buf, max, &pos, "a decimal number, e.g. 0.5");

@@ -22,22 +22,23 @@
 BEGIN_C_DECLS
 
 typedef enum {
-    UCS_CONFIG_TYPE_BOOL,    /* int: y/n/yes/no/on/off/true/false/1/0 */
-    UCS_CONFIG_TYPE_ENUM,    /* int: index into names[] (case-insensitive) */
-    UCS_CONFIG_TYPE_BITMAP,  /* int: comma list of names[] -> bit per index */
-    UCS_CONFIG_TYPE_SIZE,    /* size_t: number with optional b/k/m/g/t suffix, "inf" */
-    UCS_CONFIG_TYPE_UINT,    /* unsigned: decimal, or "inf" for UINT_MAX */
-    UCS_CONFIG_TYPE_ULONG,   /* unsigned long: decimal, or "inf" */
-    UCS_CONFIG_TYPE_DOUBLE   /* double: decimal fraction, e.g. 0.5 */
+    UCS_CONFIG_TYPE_BOOL,   /* int: y/n/yes/no/on/off/true/false/1/0 */
+    UCS_CONFIG_TYPE_ENUM,   /* int: index into names[] (case-insensitive) */
+    UCS_CONFIG_TYPE_BITMAP, /* int: comma list of names[] -> bit per index */
+    UCS_CONFIG_TYPE_SIZE,   /* size_t: number with optional b/k/m/g/t suffix,
+                               "inf" */
+    UCS_CONFIG_TYPE_UINT,   /* unsigned: decimal, or "inf" for UINT_MAX */
+    UCS_CONFIG_TYPE_ULONG,  /* unsigned long: decimal, or "inf" */
+    UCS_CONFIG_TYPE_DOUBLE  /* double: decimal fraction, e.g. 0.5 */
 } ucs_config_type_t;
 
 typedef struct ucs_config_field {
-    const char         *name;    /* e.g. "MEM_EVENTS" (prefix added by caller) */
-    const char         *dfl;     /* default value, in the same syntax */
-    const char         *doc;     /* one-line help */
-    size_t             offset;   /* offset of the field in the options struct */
-    ucs_config_type_t  type;
-    const char * const *names;   /* ENUM/BITMAP: NULL-terminated value names */
+    const char *name; /* e.g. "MEM_EVENTS" (prefix added by caller) */
+    const char *dfl;  /* default value, in the same syntax */
+    const char *doc;  /* one-line help */
+    size_t offset;    /* offset of the field in the options struct */
+    ucs_config_type_t type;
+    const char *const *names; /* ENUM/BITMAP: NULL-terminated value names */
 } ucs_config_field_t;
 
 /* Called once per malformed variable: full variable name, the bad value and

@@ -17,8 +17,8 @@ typedef struct ucs_list_link {
     struct ucs_list_link *next;
 } ucs_list_link_t;
 
-#define ucs_container_of(_ptr, _type, _member) \
-    ((_type*)((char*)(_ptr) - offsetof(_type, _member)))
+#define ucs_container_of(_ptr, _type, _member)                                 \
+    ((_type *)((char *)(_ptr)-offsetof(_type, _member)))
 
 static inline void ucs_list_head_init(ucs_list_link_t *head)
 {
@@ -53,10 +53,10 @@ static inline void ucs_list_splice_tail(ucs_list_link_t *dst,
     if (ucs_list_is_empty(src)) {
         return;
     }
-    src->next->prev  = dst->prev;
-    dst->prev->next  = src->next;
-    src->prev->next  = dst;
-    dst->prev        = src->prev;
+    src->next->prev = dst->prev;
+    dst->prev->next = src->next;
+    src->prev->next = dst;
+    dst->prev       = src->prev;
     ucs_list_head_init(src);
 }
 

@@ -9,11 +9,11 @@
 #include <string.h>
 
 #define UCS_RANGE_INDEX_HALF ((UCS_RANGE_INDEX_FANOUT + 1) / 2)
-#define UCS_RANGE_INDEX_MIN (UCS_RANGE_INDEX_FANOUT / 4)
+#define UCS_RANGE_INDEX_MIN  (UCS_RANGE_INDEX_FANOUT / 4)
 /* A hinted removal leaves at least this many entries (leaves below
  * UCS_RANGE_INDEX_MIN are merged by the next removal from the root). */
 #define UCS_RANGE_INDEX_HINT_MIN 3
-#define UCS_RANGE_INDEX_NONE (~(ucs_pgt_addr_t)0)
+#define UCS_RANGE_INDEX_NONE     (~(ucs_pgt_addr_t)0)
 /* Key of an entry removed from the front of a leaf (no range ends at 0):
  * below every address, so searches pass over it; the entries after it
  * keep their slots.  Only leaves hold these, only before their first live
@@ -248,9 +248,9 @@ uint32_t ucs_range_index_insert(ucs_range_index_t *index,
         idx  = node->vals[slot];
         node = ucs_range_index_node(index, idx);
     }
-    slot = ((node->count > 0) && (key > node->keys[node->count - 1])) ?
-                   node->count :
-                   ucs_range_index_node_lower(node, key);
+    slot = ((node->count > 0) && (key > node->keys[node->count - 1]))
+               ? node->count
+               : ucs_range_index_node_lower(node, key);
     if ((slot > 0) && (node->keys[slot - 1] == UCS_RANGE_INDEX_GONE)) {
         /* in front of the live entries: reuse a removed slot */
         node->keys[slot - 1] = key;
@@ -300,8 +300,10 @@ static void ucs_range_index_try_merge(ucs_range_index_t *index,
         return;
     }
     n = left->count;
-    memmove(&right->keys[n], right->keys, right->count * sizeof(right->keys[0]));
-    memmove(&right->vals[n], right->vals, right->count * sizeof(right->vals[0]));
+    memmove(&right->keys[n], right->keys,
+            right->count * sizeof(right->keys[0]));
+    memmove(&right->vals[n], right->vals,
+            right->count * sizeof(right->vals[0]));
     memcpy(right->keys, left->keys, n * sizeof(right->keys[0]));
     memcpy(right->vals, left->vals, n * sizeof(right->vals[0]));
     right->count += n;
@@ -339,8 +341,7 @@ int ucs_range_index_remove(ucs_range_index_t *index, ucs_pgt_region_t *region)
     }
 
     ucs_range_index_write_begin(index);
-    ucs_range_index_slot_remove(node,
-                                slots[0] - ucs_range_index_compact(node));
+    ucs_range_index_slot_remove(node, slots[0] - ucs_range_index_compact(node));
     --index->count;
     for (level = 0; level + 1 < index->height; ++level) {
         node   = ucs_range_index_node(index, path[level]);
@@ -393,8 +394,7 @@ int ucs_range_index_remove_hinted(ucs_range_index_t *index,
         if ((node->level == 0) && (slot + 1 < node->count) &&
             (node->vals[slot] == (uintptr_t)region) &&
             (node->keys[slot] == region->end)) {
-            if ((slot == 0) ||
-                (node->keys[slot - 1] == UCS_RANGE_INDEX_GONE)) {
+            if ((slot == 0) || (node->keys[slot - 1] == UCS_RANGE_INDEX_GONE)) {
                 /* the first live entry (the oldest, for ascending
                  * registrations): nothing moves */
                 ucs_range_index_write_begin(index);

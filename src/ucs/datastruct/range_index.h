@@ -27,8 +27,8 @@
 
 BEGIN_C_DECLS
 
-#define UCS_RANGE_INDEX_FANOUT      31   /* entries per node */
-#define UCS_RANGE_INDEX_CHUNK_SHIFT 9    /* nodes per chunk: 512 (256 KiB) */
+#define UCS_RANGE_INDEX_FANOUT      31 /* entries per node */
+#define UCS_RANGE_INDEX_CHUNK_SHIFT 9  /* nodes per chunk: 512 (256 KiB) */
 #define UCS_RANGE_INDEX_CHUNK_NODES (1u << UCS_RANGE_INDEX_CHUNK_SHIFT)
 #define UCS_RANGE_INDEX_MAX_CHUNKS  8192 /* 4M nodes, > 60M entries */
 #define UCS_RANGE_INDEX_MAX_HEIGHT  16
@@ -39,28 +39,28 @@ BEGIN_C_DECLS
  * The keys come first: four whole cache lines, one per block of eight. */
 typedef struct ucs_range_index_node {
     ucs_pgt_addr_t keys[UCS_RANGE_INDEX_FANOUT + 1];
-    uintptr_t      vals[UCS_RANGE_INDEX_FANOUT];
-    uint16_t       count;
-    uint16_t       level;  /* 0: leaf */
-    uint32_t       next;   /* free list */
+    uintptr_t vals[UCS_RANGE_INDEX_FANOUT];
+    uint16_t count;
+    uint16_t level; /* 0: leaf */
+    uint32_t next;  /* free list */
 } __attribute__((aligned(64))) ucs_range_index_node_t;
 
 typedef struct ucs_range_index {
-    unsigned long          seq;      /* odd while a writer changes the tree */
-    uint32_t               root;     /* node number, 0: empty */
-    uint32_t               height;   /* levels, 0: empty */
-    size_t                 count;    /* entries */
-    uint32_t               free_head; /* freed nodes */
-    uint32_t               free_count;
-    uint32_t               bump;     /* first never-used node number */
-    uint32_t               nchunks;
+    unsigned long seq;  /* odd while a writer changes the tree */
+    uint32_t root;      /* node number, 0: empty */
+    uint32_t height;    /* levels, 0: empty */
+    size_t count;       /* entries */
+    uint32_t free_head; /* freed nodes */
+    uint32_t free_count;
+    uint32_t bump; /* first never-used node number */
+    uint32_t nchunks;
     ucs_range_index_node_t *chunks[UCS_RANGE_INDEX_MAX_CHUNKS];
 } ucs_range_index_t;
 
 /* Position of an entry, for walking in address order. */
 typedef struct ucs_range_index_iter {
-    uint32_t       node;
-    uint32_t       slot;
+    uint32_t node;
+    uint32_t slot;
     ucs_pgt_addr_t key;
 } ucs_range_index_iter_t;
 
@@ -80,9 +80,10 @@ ucs_range_index_node_racy(const ucs_range_index_t *index, uint32_t idx)
 {
     const ucs_range_index_node_t *chunk;
 
-    chunk = __atomic_load_n(&index->chunks[(idx >> UCS_RANGE_INDEX_CHUNK_SHIFT) %
-                                           UCS_RANGE_INDEX_MAX_CHUNKS],
-                            __ATOMIC_ACQUIRE);
+    chunk =
+        __atomic_load_n(&index->chunks[(idx >> UCS_RANGE_INDEX_CHUNK_SHIFT) %
+                                       UCS_RANGE_INDEX_MAX_CHUNKS],
+                        __ATOMIC_ACQUIRE);
     if (chunk == NULL) {
         return NULL;
     }
@@ -99,7 +100,7 @@ ucs_range_index_node_upper(const ucs_range_index_node_t *node,
     const volatile ucs_pgt_addr_t *keys = node->keys;
     unsigned pos;
 
-    pos  = 8 * ((keys[7] <= addr) + (keys[15] <= addr) + (keys[23] <= addr));
+    pos = 8 * ((keys[7] <= addr) + (keys[15] <= addr) + (keys[23] <= addr));
     keys += pos;
     pos += (keys[0] <= addr) + (keys[1] <= addr) + (keys[2] <= addr) +
            (keys[3] <= addr) + (keys[4] <= addr) + (keys[5] <= addr) +
@@ -133,9 +134,9 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
     if (node == NULL) {
         return NULL;
     }
-    slot = *(const volatile uint16_t*)&node->count;
+    slot = *(const volatile uint16_t *)&node->count;
     if ((slot - 1u >= UCS_RANGE_INDEX_FANOUT) ||
-        (*(const volatile ucs_pgt_addr_t*)&node->keys[slot - 1] <= addr)) {
+        (*(const volatile ucs_pgt_addr_t *)&node->keys[slot - 1] <= addr)) {
         return NULL;
     }
     for (;;) {
@@ -154,11 +155,11 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
         slot = ucs_range_index_node_upper(node, addr);
         /* no key above addr: past the node's last entry (an unused key) */
         if ((slot >= UCS_RANGE_INDEX_FANOUT) ||
-            (*(const volatile ucs_pgt_addr_t*)&node->keys[slot] ==
+            (*(const volatile ucs_pgt_addr_t *)&node->keys[slot] ==
              ~(ucs_pgt_addr_t)0)) {
             return NULL;
         }
-        val = *(const volatile uintptr_t*)&node->vals[slot];
+        val = *(const volatile uintptr_t *)&node->vals[slot];
         if (--level == 0) {
             break;
         }
@@ -167,7 +168,7 @@ ucs_range_index_find_racy(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
     if (__atomic_load_n(&index->seq, __ATOMIC_RELAXED) != seq) {
         return NULL;
     }
-    return (ucs_pgt_region_t*)val;
+    return (ucs_pgt_region_t *)val;
 }
 
 /* First entry whose end is above addr (NULL if none); sets iter for
@@ -193,16 +194,19 @@ ucs_range_index_find(const ucs_range_index_t *index, ucs_pgt_addr_t addr)
 
 /* Number of free nodes an insertion may need; grow before inserting when
  * ucs_range_index_free_nodes() is below it. */
-static inline unsigned ucs_range_index_insert_needs(const ucs_range_index_t *index)
+static inline unsigned
+ucs_range_index_insert_needs(const ucs_range_index_t *index)
 {
     return index->height + 2;
 }
 
-static inline unsigned ucs_range_index_free_nodes(const ucs_range_index_t *index)
+static inline unsigned
+ucs_range_index_free_nodes(const ucs_range_index_t *index)
 {
     uint32_t total = index->nchunks * UCS_RANGE_INDEX_CHUNK_NODES;
 
-    return index->free_count + ((total > index->bump) ? total - index->bump : 0);
+    return index->free_count +
+           ((total > index->bump) ? total - index->bump : 0);
 }
 
 /* Insert region; at least ucs_range_index_insert_needs() nodes must be

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *ucs_log_level_names[] = {"fatal", "error", "warn", "diag",
+static const char *ucs_log_level_names[] = {"fatal", "error", "warn",  "diag",
                                             "info",  "debug", "trace", NULL};
 
 typedef struct {
@@ -21,8 +21,7 @@ static const ucs_config_field_t ucs_log_config_table[] = {
     {"LOG_LEVEL", "warn", "Logging level of libucs",
      offsetof(ucs_log_config_t, level), UCS_CONFIG_TYPE_ENUM,
      ucs_log_level_names},
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 /* -1 until read from the environment */
 static volatile int ucs_log_level = -1;
@@ -52,9 +51,9 @@ int ucs_log_is_enabled(ucs_log_level_t level)
 void ucs_log_write(ucs_log_level_t level, const char *component,
                    const char *fmt, ...)
 {
-    const char *name = ((unsigned)level <= UCS_LOG_LEVEL_TRACE) ?
-                               ucs_log_level_names[level] :
-                               "trace";
+    const char *name = ((unsigned)level <= UCS_LOG_LEVEL_TRACE)
+                           ? ucs_log_level_names[level]
+                           : "trace";
     char line[512];
     size_t len;
     va_list ap;

@@ -58,8 +58,8 @@ static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache,
 static inline int ucs_rcache_region_valid(const ucs_rcache_region_t *region)
 {
     return (__atomic_load_n(&region->flags, __ATOMIC_ACQUIRE) &
-            (UCS_RCACHE_REGION_FLAG_PGTABLE | UCS_RCACHE_REGION_FLAG_INVALID)) ==
-           UCS_RCACHE_REGION_FLAG_PGTABLE;
+            (UCS_RCACHE_REGION_FLAG_PGTABLE |
+             UCS_RCACHE_REGION_FLAG_INVALID)) == UCS_RCACHE_REGION_FLAG_PGTABLE;
 }
 
 /* From the header's copy of the range: the same cache line as refcount,
@@ -69,13 +69,11 @@ static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
                                            ucs_pgt_addr_t start,
                                            ucs_pgt_addr_t end, int prot)
 {
-    const ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache,
-                                                               region);
+    const ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
 
     /* one branch for the caller: with random requests the outcome of each
      * compare alone is a coin toss */
-    return (start >= hdr->start) & (end <= hdr->end) &
-           !(prot & ~region->prot);
+    return (start >= hdr->start) & (end <= hdr->end) & !(prot & ~region->prot);
 }
 
 /* A reference taken only from a non-zero count (0: the region is being
@@ -102,9 +100,9 @@ static inline int ucs_rcache_region_confirm(ucs_rcache_t *rcache,
                                             ucs_pgt_addr_t start,
                                             ucs_pgt_addr_t end, int prot)
 {
-    if (ucs_unlikely(!ucs_rcache_region_valid(region) ||
-                     !ucs_rcache_region_covers(rcache, region, start, end,
-                                               prot))) {
+    if (ucs_unlikely(
+            !ucs_rcache_region_valid(region) ||
+            !ucs_rcache_region_covers(rcache, region, start, end, prot))) {
         return 0;
     }
     if (!ucs_rcache_region_hdr(rcache, region)->referenced) {
@@ -116,10 +114,10 @@ static inline int ucs_rcache_region_confirm(ucs_rcache_t *rcache,
 /* What taking a lock-free candidate gave (see the locking notes in
  * rcache_int.h). */
 typedef enum {
-    UCS_RCACHE_CANDIDATE_HELD,  /* held and validated: the answer */
-    UCS_RCACHE_CANDIDATE_NONE,  /* not taken: NULL or released */
-    UCS_RCACHE_CANDIDATE_STALE  /* held but not the answer (invalid, not
-                                   covering): put it */
+    UCS_RCACHE_CANDIDATE_HELD, /* held and validated: the answer */
+    UCS_RCACHE_CANDIDATE_NONE, /* not taken: NULL or released */
+    UCS_RCACHE_CANDIDATE_STALE /* held but not the answer (invalid, not
+                                  covering): put it */
 } ucs_rcache_candidate_t;
 
 /* A candidate (a hint or the index's answer, may be NULL): a reference
@@ -130,12 +128,11 @@ static UCS_F_ALWAYS_INLINE ucs_rcache_candidate_t
 ucs_rcache_candidate_take(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
                           ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot)
 {
-    if (ucs_unlikely((region == NULL) ||
-                     !ucs_rcache_region_try_ref(region))) {
+    if (ucs_unlikely((region == NULL) || !ucs_rcache_region_try_ref(region))) {
         return UCS_RCACHE_CANDIDATE_NONE;
     }
-    if (ucs_unlikely(!ucs_rcache_region_confirm(rcache, region, start, end,
-                                                prot))) {
+    if (ucs_unlikely(
+            !ucs_rcache_region_confirm(rcache, region, start, end, prot))) {
         return UCS_RCACHE_CANDIDATE_STALE;
     }
     return UCS_RCACHE_CANDIDATE_HELD;
@@ -179,23 +176,23 @@ ucs_rcache_get_check(ucs_rcache_t *rcache, void *address, size_t length,
                      ucs_rcache_region_t **region_p)
 {
     if ((rcache == NULL) || (region_p == NULL) || (address == NULL)) {
-        ucs_rcache_error("ucs_rcache_get: NULL %s",
-                         (rcache == NULL) ? "rcache" :
-                         (region_p == NULL) ? "region_p" : "address");
+        ucs_rcache_error("ucs_rcache_get: NULL %s", (rcache == NULL) ? "rcache"
+                                                    : (region_p == NULL)
+                                                        ? "region_p"
+                                                        : "address");
     } else if (length == 0) {
         ucs_rcache_error("%s: get of zero bytes at %p", rcache->name, address);
     } else {
-        ucs_rcache_error("%s: range %p + %zu overflows", rcache->name,
-                         address, length);
+        ucs_rcache_error("%s: range %p + %zu overflows", rcache->name, address,
+                         length);
     }
     return UCS_ERR_INVALID_PARAM;
 }
 
 /* The registration path, out of line so that the hit path stays small. */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                    ucs_pgt_addr_t end, int prot, void *arg,
-                    ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_miss(
+    ucs_rcache_t *rcache, ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+    void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_slot_t *slot = ucs_rcache_slot(rcache);
     ucs_rcache_region_t *region;
@@ -231,8 +228,8 @@ ucs_rcache_get_miss(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 static inline ucs_rcache_region_t **ucs_rcache_hint(ucs_rcache_t *rcache,
                                                     ucs_pgt_addr_t page)
 {
-    ucs_rcache_hints_t *hints = __atomic_load_n(&rcache->hot.hints,
-                                                __ATOMIC_ACQUIRE);
+    ucs_rcache_hints_t *hints =
+        __atomic_load_n(&rcache->hot.hints, __ATOMIC_ACQUIRE);
 
     return &hints->entry[(page ^ (page >> hints->shift)) & hints->mask];
 }
@@ -240,10 +237,9 @@ static inline ucs_rcache_region_t **ucs_rcache_hint(ucs_rcache_t *rcache,
 /* The rare slot work after a hit that was not on the thread's lease: the
  * periodic check of the lease (not read on every get), and the lease of a
  * region hit twice in a row (see "leases" in rcache_int.h). */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_hit_slot_update(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                           ucs_rcache_region_t *region,
-                           ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_hit_slot_update(
+    ucs_rcache_t *rcache, ucs_rcache_slot_t *slot, ucs_rcache_region_t *region,
+    ucs_rcache_region_t **region_p)
 {
     if ((slot->lease != NULL) &&
         ((slot->hits_fast % UCS_RCACHE_LEASE_CHECK) == 0) &&
@@ -276,15 +272,14 @@ ucs_rcache_hit_candidate(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
 }
 
 /* The page's hint did not answer: the index (lock-free), else miss. */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                       ucs_pgt_addr_t end, int prot, void *arg,
-                       ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_indexed(
+    ucs_rcache_t *rcache, ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+    void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_region_t *region;
 
-    region = (ucs_rcache_region_t*)ucs_range_index_find_racy(&rcache->index,
-                                                             start);
+    region =
+        (ucs_rcache_region_t *)ucs_range_index_find_racy(&rcache->index, start);
     if ((region != NULL) &&
         (ucs_rcache_region_hdr(rcache, region)->start > start)) {
         /* the first range ending above start begins after it: a miss
@@ -293,8 +288,7 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         return ucs_rcache_get_miss(rcache, start, end, prot, arg, region_p);
     }
     switch (ucs_rcache_candidate_take(rcache, region, start, end, prot)) {
-    case UCS_RCACHE_CANDIDATE_HELD:
-        break;
+    case UCS_RCACHE_CANDIDATE_HELD: break;
     case UCS_RCACHE_CANDIDATE_STALE:
         ucs_rcache_region_put(rcache, region);
         /* fall through */
@@ -309,10 +303,9 @@ ucs_rcache_get_indexed(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
 /* The page's hint held a region that failed validation (left in the
  * thread's slot): given back, then the index. */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_stale(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                     ucs_pgt_addr_t end, int prot, void *arg,
-                     ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_stale(
+    ucs_rcache_t *rcache, ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+    void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_slot_t *slot     = ucs_rcache_slot(rcache);
     ucs_rcache_region_t *region = slot->stale;
@@ -325,21 +318,19 @@ ucs_rcache_get_stale(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 /* Not on the thread's lease: the page's hint, then the index.  Every call
  * that is not the end of the hit is a tail call (nothing to keep across it,
  * no registers to save on the way in). */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-ucs_rcache_get_candidates(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                          ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
-                          void *arg, ucs_rcache_region_t **region_p)
+static UCS_F_ALWAYS_INLINE ucs_status_t ucs_rcache_get_candidates(
+    ucs_rcache_t *rcache, ucs_rcache_slot_t *slot, ucs_pgt_addr_t start,
+    ucs_pgt_addr_t end, int prot, void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_region_t *region;
 
-    region = __atomic_load_n(ucs_rcache_hint(rcache, start >> 12),
-                             __ATOMIC_RELAXED);
+    region =
+        __atomic_load_n(ucs_rcache_hint(rcache, start >> 12), __ATOMIC_RELAXED);
     switch (ucs_rcache_candidate_take(rcache, region, start, end, prot)) {
     case UCS_RCACHE_CANDIDATE_HELD:
         return ucs_rcache_hit_candidate(rcache, slot, region, region_p);
     case UCS_RCACHE_CANDIDATE_NONE:
-        return ucs_rcache_get_indexed(rcache, start, end, prot, arg,
-                                      region_p);
+        return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
     default:
         if (ucs_likely(slot != NULL)) { /* a stale hint, given back there */
             slot->stale = region;
@@ -347,17 +338,15 @@ ucs_rcache_get_candidates(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
                                         region_p);
         }
         ucs_rcache_region_put(rcache, region);
-        return ucs_rcache_get_indexed(rcache, start, end, prot, arg,
-                                      region_p);
+        return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
     }
 }
 
 /* The hit path without the lease, the thread's slot found the slow way
  * (assigned at the thread's first call; NULL: none left). */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_unleased(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                        ucs_pgt_addr_t end, int prot, void *arg,
-                        ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_unleased(
+    ucs_rcache_t *rcache, ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+    void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_slot_t *slot = ucs_rcache_slot(rcache);
 
@@ -369,20 +358,18 @@ ucs_rcache_get_unleased(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 }
 
 /* An unmap was read by the monitor and is not dispatched yet: wait. */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_drained(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                       ucs_pgt_addr_t end, int prot, void *arg,
-                       ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_drained(
+    ucs_rcache_t *rcache, ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+    void *arg, ucs_rcache_region_t **region_p)
 {
     ucm_uffd_drain_wait();
     return ucs_rcache_get_unleased(rcache, start, end, prot, arg, region_p);
 }
 
 /* The thread's lease is invalid: dropped (released if unused). */
-static UCS_F_NOINLINE ucs_status_t
-ucs_rcache_get_lease_invalid(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                             ucs_pgt_addr_t end, int prot, void *arg,
-                             ucs_rcache_region_t **region_p)
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_lease_invalid(
+    ucs_rcache_t *rcache, ucs_pgt_addr_t start, ucs_pgt_addr_t end, int prot,
+    void *arg, ucs_rcache_region_t **region_p)
 {
     ucs_rcache_lease_drop(rcache, ucs_rcache_slot(rcache));
     return ucs_rcache_get_indexed(rcache, start, end, prot, arg, region_p);
@@ -405,8 +392,8 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                      (region_p == NULL) ||
                      ((uintptr_t)address + length <= (uintptr_t)address))) {
         if ((rcache != NULL) && UCS_RCACHE_FOREIGN(rcache)) {
-            return ucs_rcache_stock_next_get(rcache, address, length, prot,
-                                             arg, region_p);
+            return ucs_rcache_stock_next_get(rcache, address, length, prot, arg,
+                                             region_p);
         }
         return ucs_rcache_get_check(rcache, address, length, region_p);
     }
@@ -427,8 +414,7 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     }
     id = ucs_rcache_tid - 1;
     if (ucs_unlikely(id >= UCS_RCACHE_SLOTS)) {
-        return ucs_rcache_get_unleased(rcache, start, end, prot, arg,
-                                       region_p);
+        return ucs_rcache_get_unleased(rcache, start, end, prot, arg, region_p);
     }
     slot = ucs_rcache_slot_at(rcache, id);
     if (ucs_unlikely(ucs_rcache_deferred_unmaps(rcache))) {
@@ -441,8 +427,8 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
     if ((start >= slot->lease_start) & (end <= slot->lease_end)) {
         region = slot->lease;
         if (ucs_unlikely(!ucs_rcache_region_valid(region))) {
-            return ucs_rcache_get_lease_invalid(rcache, start, end, prot,
-                                                arg, region_p);
+            return ucs_rcache_get_lease_invalid(rcache, start, end, prot, arg,
+                                                region_p);
         }
         if (ucs_likely(!(prot & ~region->prot))) {
             ucs_rcache_local_add(&slot->local, 1);
@@ -457,8 +443,8 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
 static UCS_F_NOINLINE void ucs_rcache_region_null(const char *func,
                                                   ucs_rcache_t *rcache)
 {
-    ucs_rcache_error("%s: NULL %s", func, (rcache == NULL) ? "rcache" :
-                                                             "region");
+    ucs_rcache_error("%s: NULL %s", func,
+                     (rcache == NULL) ? "rcache" : "region");
 }
 
 void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
@@ -500,8 +486,8 @@ static UCS_F_NOINLINE void ucs_rcache_put_lease_invalid(ucs_rcache_t *rcache,
 /* The put's reference: the owner's slot for its leased region (its count
  * carries UCS_RCACHE_LEASE_BIAS), else the region's count; the last one
  * releases the region. */
-static UCS_F_ALWAYS_INLINE void
-ucs_rcache_put_ref(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+static UCS_F_ALWAYS_INLINE void ucs_rcache_put_ref(ucs_rcache_t *rcache,
+                                                   ucs_rcache_region_t *region)
 {
     ucs_rcache_slot_t *slot;
     unsigned id;
@@ -546,8 +532,7 @@ UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
         ucs_rcache_region_null("ucs_rcache_region_put", rcache);
         return;
     }
-    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->hot.pending_count) !=
-                     0)) {
+    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->hot.pending_count) != 0)) {
         ucs_rcache_put_pending(rcache, region);
         return;
     }
@@ -573,7 +558,8 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
         comp = malloc(sizeof(*comp));
         if (comp == NULL) {
             ucs_rcache_error("%s: no memory for an invalidation callback; "
-                             "calling it now", rcache->name);
+                             "calling it now",
+                             rcache->name);
             cb(arg);
         } else {
             comp->cb  = cb;

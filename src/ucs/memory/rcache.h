@@ -41,15 +41,14 @@ BEGIN_C_DECLS
 typedef struct ucs_stats_node ucs_stats_node_t;
 
 #define UCS_RCACHE_PROT_FMT "%c%c"
-#define UCS_RCACHE_PROT_ARG(_prot) \
-    ((_prot) & PROT_READ)  ? 'r' : '-', \
-    ((_prot) & PROT_WRITE) ? 'w' : '-'
+#define UCS_RCACHE_PROT_ARG(_prot)                                             \
+    ((_prot)&PROT_READ) ? 'r' : '-', ((_prot)&PROT_WRITE) ? 'w' : '-'
 
 /* Smallest alignment accepted in ucs_rcache_params_t::alignment. */
 #define UCS_RCACHE_MIN_ALIGNMENT UCS_PGT_ADDR_ALIGN
 
-typedef struct ucs_rcache        ucs_rcache_t;
-typedef struct ucs_rcache_ops    ucs_rcache_ops_t;
+typedef struct ucs_rcache ucs_rcache_t;
+typedef struct ucs_rcache_ops ucs_rcache_ops_t;
 typedef struct ucs_rcache_params ucs_rcache_params_t;
 typedef struct ucs_rcache_region ucs_rcache_region_t;
 
@@ -71,11 +70,10 @@ enum {
 };
 
 /* ucs_rcache_region_t::lru_flags. */
-enum {
-    UCS_RCACHE_LRU_FLAG_IN_LRU = UCS_BIT(0)
-};
+enum { UCS_RCACHE_LRU_FLAG_IN_LRU = UCS_BIT(0) };
 
-/* Called once the invalidated region is deregistered; must not use the cache. */
+/* Called once the invalidated region is deregistered; must not use the cache.
+ */
 typedef void (*ucs_rcache_invalidate_comp_func_t)(void *arg);
 
 struct ucs_rcache_ops {
@@ -85,41 +83,40 @@ struct ucs_rcache_ops {
     ucs_status_t (*mem_reg)(void *context, ucs_rcache_t *rcache, void *arg,
                             ucs_rcache_region_t *region, uint16_t flags);
     /* Undo mem_reg. */
-    void         (*mem_dereg)(void *context, ucs_rcache_t *rcache,
-                              ucs_rcache_region_t *region);
+    void (*mem_dereg)(void *context, ucs_rcache_t *rcache,
+                      ucs_rcache_region_t *region);
     /* Describe the user part of a region into buf[max] (may be NULL). */
-    void         (*dump_region)(void *context, ucs_rcache_t *rcache,
-                                ucs_rcache_region_t *region, char *buf,
-                                size_t max);
+    void (*dump_region)(void *context, ucs_rcache_t *rcache,
+                        ucs_rcache_region_t *region, char *buf, size_t max);
 };
 
 struct ucs_rcache_params {
-    size_t                 region_struct_size; /* >= sizeof(ucs_rcache_region_t) */
-    size_t                 alignment;          /* power of 2, 16..page size */
-    size_t                 max_alignment;      /* power of 2 >= alignment */
-    int                    ucm_events;         /* VM_UNMAPPED, MEM_TYPE_FREE */
-    int                    ucm_event_priority;
+    size_t region_struct_size; /* >= sizeof(ucs_rcache_region_t) */
+    size_t alignment;          /* power of 2, 16..page size */
+    size_t max_alignment;      /* power of 2 >= alignment */
+    int ucm_events;            /* VM_UNMAPPED, MEM_TYPE_FREE */
+    int ucm_event_priority;
     const ucs_rcache_ops_t *ops;
-    void                   *context;           /* passed to ops */
-    int                    flags;              /* UCS_RCACHE_FLAG_* */
-    unsigned long          max_regions;        /* LRU limit on the count */
-    size_t                 max_size;           /* LRU limit on total bytes */
-    size_t                 max_unreleased;     /* cleanup threshold */
+    void *context;             /* passed to ops */
+    int flags;                 /* UCS_RCACHE_FLAG_* */
+    unsigned long max_regions; /* LRU limit on the count */
+    size_t max_size;           /* LRU limit on total bytes */
+    size_t max_unreleased;     /* cleanup threshold */
 };
 
 struct ucs_rcache_region {
-    ucs_pgt_region_t  super;     /* [start, end) */
-    ucs_list_link_t   lru_list;  /* internal */
-    ucs_list_link_t   tmp_list;  /* internal */
-    ucs_list_link_t   comp_list; /* internal: invalidation completions */
-    volatile uint32_t refcount;  /* holders, +1 while in the cache */
-    ucs_status_t      status;    /* of the registration */
-    uint8_t           prot;      /* PROT_* registered */
-    uint8_t           flags;     /* UCS_RCACHE_REGION_FLAG_* */
-    uint8_t           lru_flags; /* internal */
+    ucs_pgt_region_t super;     /* [start, end) */
+    ucs_list_link_t lru_list;   /* internal */
+    ucs_list_link_t tmp_list;   /* internal */
+    ucs_list_link_t comp_list;  /* internal: invalidation completions */
+    volatile uint32_t refcount; /* holders, +1 while in the cache */
+    ucs_status_t status;        /* of the registration */
+    uint8_t prot;               /* PROT_* registered */
+    uint8_t flags;              /* UCS_RCACHE_REGION_FLAG_* */
+    uint8_t lru_flags;          /* internal */
     union {
-        uint64_t      priv;      /* internal */
-        unsigned long *pfn;      /* internal: recorded page frames */
+        uint64_t priv;      /* internal */
+        unsigned long *pfn; /* internal: recorded page frames */
     };
 };
 
@@ -127,8 +124,7 @@ struct ucs_rcache_region {
  * UCX_RCACHE_* variable, UCS_ERR_NO_MEMORY, or the error of
  * ucm_set_event_handler().  *rcache_p is written only on success. */
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
-                               const char *name,
-                               ucs_stats_node_t *stats_parent,
+                               const char *name, ucs_stats_node_t *stats_parent,
                                ucs_rcache_t **rcache_p);
 
 /* Destroy a cache, deregistering every region.  Regions still held are

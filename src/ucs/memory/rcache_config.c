@@ -8,11 +8,13 @@
 #include <ucs/memory/rcache_ext.h>
 #include <stdlib.h>
 
-#define UCS_RCACHE_CONFIG_FIELD(_name, _dfl, _doc, _field, _type) \
-    {_name, _dfl, _doc, offsetof(ucs_rcache_config_t, _field), _type, NULL}
+#define UCS_RCACHE_CONFIG_FIELD(_name, _dfl, _doc, _field, _type)              \
+    {                                                                          \
+        _name, _dfl, _doc, offsetof(ucs_rcache_config_t, _field), _type, NULL  \
+    }
 
-static const char * const ucs_rcache_dontfork_names[] = {"no", "yes", "auto",
-                                                         NULL};
+static const char *const ucs_rcache_dontfork_names[] = {"no", "yes", "auto",
+                                                        NULL};
 
 /* The variables stock UCX 1.13 reads too (their values reach a cache it
  * creates through the params), then this library's own. */
@@ -21,8 +23,8 @@ static const ucs_config_field_t ucs_rcache_config_table[] = {
                             "Most regions kept in a registration cache",
                             max_regions, UCS_CONFIG_TYPE_ULONG),
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_SIZE", "inf",
-                            "Most bytes kept registered by a cache",
-                            max_size, UCS_CONFIG_TYPE_SIZE),
+                            "Most bytes kept registered by a cache", max_size,
+                            UCS_CONFIG_TYPE_SIZE),
     UCS_RCACHE_CONFIG_FIELD("RCACHE_MAX_UNRELEASED", "inf",
                             "Invalidated bytes above which a background "
                             "thread deregisters them (inf: the next cache "
@@ -38,8 +40,7 @@ static const ucs_config_field_t ucs_rcache_config_table[] = {
                             "Pages of a region whose page frames are checked "
                             "on every hit (0: off; debug)",
                             check_pfn, UCS_CONFIG_TYPE_UINT),
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static const ucs_config_field_t ucs_rcache_config_own_table[] = {
     {"RCACHE_DONTFORK", "auto",
@@ -48,8 +49,7 @@ static const ucs_config_field_t ucs_rcache_config_own_table[] = {
      "pages at fork)",
      offsetof(ucs_rcache_config_t, dontfork), UCS_CONFIG_TYPE_ENUM,
      ucs_rcache_dontfork_names},
-    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}
-};
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static void ucs_rcache_config_error(const char *var, const char *value,
                                     const char *accepted, void *arg)
@@ -82,9 +82,8 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
     }
     dfl    = tmp;
     status = ucs_config_parse_env("UCX_", ucs_rcache_config_table, &tmp,
-                                  UCS_RCACHE_STOCK ?
-                                          ucs_rcache_config_quiet :
-                                          ucs_rcache_config_error,
+                                  UCS_RCACHE_STOCK ? ucs_rcache_config_quiet
+                                                   : ucs_rcache_config_error,
                                   NULL);
     if (UCS_RCACHE_STOCK) {
         dfl.check_pfn = tmp.check_pfn;
@@ -97,11 +96,11 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
     if (status != UCS_OK) {
         return status;
     }
-    *config         = tmp;
-    *explicit_prio  = !UCS_RCACHE_STOCK &&
-                      (getenv("UCX_RCACHE_MEM_PRIO") != NULL);
-    *explicit_purge = !UCS_RCACHE_STOCK &&
-                      (getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL);
+    *config = tmp;
+    *explicit_prio =
+        !UCS_RCACHE_STOCK && (getenv("UCX_RCACHE_MEM_PRIO") != NULL);
+    *explicit_purge =
+        !UCS_RCACHE_STOCK && (getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL);
     return UCS_OK;
 }
 
@@ -128,7 +127,6 @@ ucs_status_t ucs_rcache_print_config(FILE *stream)
         return status;
     }
     ucs_rcache_config_print_table(stream, ucs_rcache_config_table, &config);
-    ucs_rcache_config_print_table(stream, ucs_rcache_config_own_table,
-                                  &config);
+    ucs_rcache_config_print_table(stream, ucs_rcache_config_own_table, &config);
     return UCS_OK;
 }

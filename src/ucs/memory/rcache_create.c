@@ -38,8 +38,8 @@ static ucs_status_t ucs_rcache_params_check(const ucs_rcache_params_t *params,
         (!ucs_rcache_is_pow2(params->max_alignment) ||
          (params->max_alignment < params->alignment))) {
         ucs_rcache_error("%s: max_alignment %zu is not a power of 2 >= "
-                         "alignment %zu", name, params->max_alignment,
-                         params->alignment);
+                         "alignment %zu",
+                         name, params->max_alignment, params->alignment);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((params->ops == NULL) || (params->ops->mem_reg == NULL) ||
@@ -48,11 +48,11 @@ static ucs_status_t ucs_rcache_params_check(const ucs_rcache_params_t *params,
                          name);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (params->ucm_events & ~(UCM_EVENT_VM_UNMAPPED |
-                               UCM_EVENT_MEM_TYPE_FREE)) {
+    if (params->ucm_events &
+        ~(UCM_EVENT_VM_UNMAPPED | UCM_EVENT_MEM_TYPE_FREE)) {
         ucs_rcache_error("%s: ucm_events 0x%x: only VM_UNMAPPED and "
-                         "MEM_TYPE_FREE are supported", name,
-                         params->ucm_events);
+                         "MEM_TYPE_FREE are supported",
+                         name, params->ucm_events);
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
@@ -69,33 +69,32 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                                     const ucs_rcache_config_t *config,
                                     int explicit_prio, int explicit_purge)
 {
-    rcache->max_regions    = ucs_rcache_limit(params->max_regions,
-                                              config->max_regions);
-    rcache->max_size       = ucs_rcache_limit(params->max_size,
-                                              config->max_size);
+    rcache->max_regions =
+        ucs_rcache_limit(params->max_regions, config->max_regions);
+    rcache->max_size = ucs_rcache_limit(params->max_size, config->max_size);
     /* under stock UCX, invalidated regions are deregistered at the next
      * cache operation, in the caller's thread, never on a thread of ours:
      * UCX's callbacks (UCP's mem_dereg, invalidation completions) are not
      * written to run elsewhere */
-    rcache->max_unreleased = UCS_RCACHE_STOCK ?
-                             SIZE_MAX :
-                             ucs_rcache_limit(params->max_unreleased,
-                                              config->max_unreleased);
+    rcache->max_unreleased =
+        UCS_RCACHE_STOCK
+            ? SIZE_MAX
+            : ucs_rcache_limit(params->max_unreleased, config->max_unreleased);
     if (explicit_prio) {
         rcache->params.ucm_event_priority = (int)config->mem_prio;
     }
-    rcache->purge_on_fork  = explicit_purge ? config->purge_on_fork :
-                             !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
-    rcache->hot.check_pfn  = (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ?
-                             0 : config->check_pfn;
-    rcache->dontfork       = (config->dontfork == UCS_RCACHE_DONTFORK_YES) ||
-                             ((config->dontfork == UCS_RCACHE_DONTFORK_AUTO) &&
-                              ucs_rcache_dontfork_needed());
+    rcache->purge_on_fork =
+        explicit_purge ? config->purge_on_fork
+                       : !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
+    rcache->hot.check_pfn =
+        (params->flags & UCS_RCACHE_FLAG_NO_PFN_CHECK) ? 0 : config->check_pfn;
+    rcache->dontfork = (config->dontfork == UCS_RCACHE_DONTFORK_YES) ||
+                       ((config->dontfork == UCS_RCACHE_DONTFORK_AUTO) &&
+                        ucs_rcache_dontfork_needed());
 }
 
 ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
-                               const char *name,
-                               ucs_stats_node_t *stats_parent,
+                               const char *name, ucs_stats_node_t *stats_parent,
                                ucs_rcache_t **rcache_p)
 {
     int explicit_prio, explicit_purge;
@@ -160,10 +159,9 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         goto err_fork;
     }
     if (rcache->events != 0) {
-        status = ucm_set_event_handler(rcache->events,
-                                       rcache->params.ucm_event_priority,
-                                       (ucm_event_callback_t)ucs_rcache_event_cb,
-                                       rcache);
+        status = ucm_set_event_handler(
+            rcache->events, rcache->params.ucm_event_priority,
+            (ucm_event_callback_t)ucs_rcache_event_cb, rcache);
         if (status != UCS_OK) {
             ucs_rcache_error("%s: cannot install memory event handler: %s",
                              name, ucs_status_string(status));
@@ -171,12 +169,10 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         }
     }
     if (rcache->events & UCM_EVENT_VM_UNMAPPED) {
-        status = ucm_set_event_handler(UCS_RCACHE_NATIVE_EVENTS,
-                                       ucs_max(rcache->params.ucm_event_priority,
-                                               0),
-                                       (ucm_event_callback_t)
-                                               ucs_rcache_native_after_cb,
-                                       rcache);
+        status = ucm_set_event_handler(
+            UCS_RCACHE_NATIVE_EVENTS,
+            ucs_max(rcache->params.ucm_event_priority, 0),
+            (ucm_event_callback_t)ucs_rcache_native_after_cb, rcache);
         if (status != UCS_OK) {
             ucs_rcache_error("%s: cannot install unmap completion handler: %s",
                              name, ucs_status_string(status));
@@ -209,15 +205,13 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
         return UCS_ERR_INVALID_PARAM;
     }
     if (rcache->events & UCM_EVENT_VM_UNMAPPED) {
-        ucm_unset_event_handler(UCS_RCACHE_NATIVE_EVENTS,
-                                (ucm_event_callback_t)
-                                        ucs_rcache_native_after_cb,
-                                rcache);
+        ucm_unset_event_handler(
+            UCS_RCACHE_NATIVE_EVENTS,
+            (ucm_event_callback_t)ucs_rcache_native_after_cb, rcache);
     }
     if (rcache->events != 0) {
-        ucm_unset_event_handler(rcache->events,
-                                (ucm_event_callback_t)ucs_rcache_event_cb,
-                                rcache);
+        ucm_unset_event_handler(
+            rcache->events, (ucm_event_callback_t)ucs_rcache_event_cb, rcache);
     }
     ucs_rcache_fork_unregister(rcache);
     ucs_rcache_cleanup_stop(rcache);
@@ -230,7 +224,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_purge_locked(rcache, &dead);
     ucs_list_splice_tail(&rcache->pool, &rcache->spare);
     rcache->live_regions -= rcache->spare_count;
-    rcache->spare_count   = 0;
+    rcache->spare_count = 0;
     ucs_rcache_unlock(rcache);
     ucs_rcache_reg_unlock(rcache);
     ucs_rcache_regions_release(rcache, &dead);
@@ -241,7 +235,8 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_stock_destroying(rcache);
     if (held != 0) {
         ucs_rcache_error("%s: destroyed with %lu region(s) still held; "
-                         "leaking them and the cache", rcache->name, held);
+                         "leaking them and the cache",
+                         rcache->name, held);
         return UCS_ERR_BUSY;
     }
     ucs_rcache_slabs_free(rcache);

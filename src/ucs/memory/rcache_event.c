@@ -43,10 +43,10 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_range_index_iter_t iter;
 
     ++rcache->unmaps;
-    for (region = (ucs_rcache_region_t*)ucs_range_index_lower(index, start,
-                                                              &iter);
+    for (region =
+             (ucs_rcache_region_t *)ucs_range_index_lower(index, start, &iter);
          (region != NULL) && (region->super.start < end);
-         region = (ucs_rcache_region_t*)ucs_range_index_next(index, &iter)) {
+         region = (ucs_rcache_region_t *)ucs_range_index_next(index, &iter)) {
         if (!(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
             ucs_rcache_region_tombstone_locked(rcache, region);
             rcache->stats.unmap_invalidations++;
@@ -94,10 +94,8 @@ static int ucs_rcache_advice_discards(int advice)
     case 25:  /* MADV_COLLAPSE */
     case 100: /* MADV_HWPOISON */
     case 101: /* MADV_SOFT_OFFLINE */
-    case 102: /* MADV_GUARD_INSTALL */
-        return 1;
-    default:
-        return 0;
+    case 102: /* MADV_GUARD_INSTALL */ return 1;
+    default: return 0;
     }
 }
 
@@ -146,15 +144,13 @@ void ucs_rcache_native_after_cb(int event_type, void *event_p, void *arg)
         }
         break;
     case UCM_EVENT_SBRK:
-        if ((event->sbrk.increment < 0) &&
-            (event->sbrk.result != (void*)-1)) {
-            ucs_rcache_unmap_len(arg, (char*)event->sbrk.result +
-                                      event->sbrk.increment,
-                                 -event->sbrk.increment);
+        if ((event->sbrk.increment < 0) && (event->sbrk.result != (void *)-1)) {
+            ucs_rcache_unmap_len(
+                arg, (char *)event->sbrk.result + event->sbrk.increment,
+                -event->sbrk.increment);
         }
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -178,8 +174,8 @@ void ucs_rcache_event_cb(int event_type, void *event_p, void *arg)
     }
     if (event_type == UCM_EVENT_VM_UNMAPPED) {
         ucs_rcache_last_unmapped.start = start;
-        ucs_rcache_last_unmapped.end   = (start + size < start) ? ~0ul :
-                                                                  start + size;
+        ucs_rcache_last_unmapped.end =
+            (start + size < start) ? ~0ul : start + size;
     }
     ucs_rcache_unmap_range(arg, start,
                            (start + size < start) ? ~0ul : start + size);

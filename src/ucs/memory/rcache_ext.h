@@ -21,26 +21,26 @@
 BEGIN_C_DECLS
 
 typedef struct ucs_rcache_stats {
-    uint64_t gets;          /* ucs_rcache_get() calls that passed validation */
-    uint64_t hits_fast;     /* found without taking the registration path */
-    uint64_t hits_slow;     /* found on the registration path */
-    uint64_t misses;        /* needed a registration */
-    uint64_t merges;        /* registrations that absorbed other regions */
-    uint64_t evictions;     /* regions dropped by MAX_REGIONS / MAX_SIZE or
-                               to retry a failed registration */
+    uint64_t gets;      /* ucs_rcache_get() calls that passed validation */
+    uint64_t hits_fast; /* found without taking the registration path */
+    uint64_t hits_slow; /* found on the registration path */
+    uint64_t misses;    /* needed a registration */
+    uint64_t merges;    /* registrations that absorbed other regions */
+    uint64_t evictions; /* regions dropped by MAX_REGIONS / MAX_SIZE or
+                           to retry a failed registration */
     uint64_t unmap_invalidations; /* regions dropped by unmap events */
-    uint64_t regs;          /* successful mem_reg calls */
-    uint64_t reg_failures;  /* failed mem_reg calls */
-    uint64_t deregs;        /* mem_dereg calls */
-    uint64_t stale_pfn;     /* CHECK_PFN: hits whose page frames changed */
-    uint64_t regions;       /* regions in the cache now */
-    uint64_t total_size;    /* their bytes */
-    uint64_t cleanups;      /* purges by the background cleanup thread */
-    uint64_t unreleased;    /* invalidated bytes not yet purged */
+    uint64_t regs;                /* successful mem_reg calls */
+    uint64_t reg_failures;        /* failed mem_reg calls */
+    uint64_t deregs;              /* mem_dereg calls */
+    uint64_t stale_pfn;       /* CHECK_PFN: hits whose page frames changed */
+    uint64_t regions;         /* regions in the cache now */
+    uint64_t total_size;      /* their bytes */
+    uint64_t cleanups;        /* purges by the background cleanup thread */
+    uint64_t unreleased;      /* invalidated bytes not yet purged */
     uint64_t deferred_unmaps; /* unmaps from a signal handler of the thread
                                  holding the cache lock, applied after it */
-    uint64_t invalidations; /* ucs_rcache_region_invalidate() calls on a
-                               region still in the cache */
+    uint64_t invalidations;   /* ucs_rcache_region_invalidate() calls on a
+                                 region still in the cache */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */

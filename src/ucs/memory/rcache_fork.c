@@ -12,13 +12,13 @@
 static pthread_mutex_t ucs_rcache_fork_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucs_list_link_t ucs_rcache_fork_list = {&ucs_rcache_fork_list,
                                                &ucs_rcache_fork_list};
-static pthread_once_t  ucs_rcache_fork_once = PTHREAD_ONCE_INIT;
-static int             ucs_rcache_fork_status;
+static pthread_once_t ucs_rcache_fork_once  = PTHREAD_ONCE_INIT;
+static int ucs_rcache_fork_status;
 
-#define ucs_rcache_fork_for_each(_rcache) \
-    for (ucs_list_link_t *_l = ucs_rcache_fork_list.next; \
-         (_l != &ucs_rcache_fork_list) && \
-         ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork_link)), 1); \
+#define ucs_rcache_fork_for_each(_rcache)                                      \
+    for (ucs_list_link_t *_l = ucs_rcache_fork_list.next;                      \
+         (_l != &ucs_rcache_fork_list) &&                                      \
+         ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork_link)), 1);       \
          _l = _l->next)
 
 static void ucs_rcache_fork_prepare(void)
@@ -26,7 +26,8 @@ static void ucs_rcache_fork_prepare(void)
     ucs_rcache_t *rcache;
 
     pthread_mutex_lock(&ucs_rcache_fork_lock);
-    ucs_rcache_fork_for_each(rcache) {
+    ucs_rcache_fork_for_each(rcache)
+    {
         ucs_rcache_reg_lock(rcache);
         ucs_rcache_lock(rcache);
         if (rcache->purge_on_fork) {
@@ -39,7 +40,8 @@ static void ucs_rcache_fork_parent(void)
 {
     ucs_rcache_t *rcache;
 
-    ucs_rcache_fork_for_each(rcache) {
+    ucs_rcache_fork_for_each(rcache)
+    {
         ucs_rcache_unlock(rcache);
         ucs_rcache_reg_unlock(rcache);
     }
@@ -50,7 +52,8 @@ static void ucs_rcache_fork_child(void)
 {
     ucs_rcache_t *rcache;
 
-    ucs_rcache_fork_for_each(rcache) {
+    ucs_rcache_fork_for_each(rcache)
+    {
         rcache->lock           = 0; /* held by the parent's forking thread */
         rcache->deferred.count = 0;
         rcache->reg_busy       = 0; /* owned by the forking thread */
@@ -73,9 +76,8 @@ static void ucs_rcache_fork_init(void)
     /* its fork handlers first: they then run after ours in prepare, so
      * the lock order is reg_lock -> MADV_DONTFORK map, as on misses */
     ucs_rcache_dontfork_init();
-    ucs_rcache_fork_status = pthread_atfork(ucs_rcache_fork_prepare,
-                                            ucs_rcache_fork_parent,
-                                            ucs_rcache_fork_child);
+    ucs_rcache_fork_status = pthread_atfork(
+        ucs_rcache_fork_prepare, ucs_rcache_fork_parent, ucs_rcache_fork_child);
 }
 
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache)
@@ -96,7 +98,8 @@ void ucs_rcache_fork_drop_leases(unsigned slot)
     ucs_rcache_t *rcache;
 
     pthread_mutex_lock(&ucs_rcache_fork_lock);
-    ucs_rcache_fork_for_each(rcache) {
+    ucs_rcache_fork_for_each(rcache)
+    {
         ucs_rcache_lock(rcache);
         ucs_rcache_lease_drop_locked(rcache, &rcache->slots[slot]);
         rcache->slots[slot].last = NULL;

@@ -13,8 +13,8 @@
 
 typedef struct {
     ucs_pgt_addr_t start, end;
-    int            prot;
-    int            merged;
+    int prot;
+    int merged;
 } ucs_rcache_span_t;
 
 /* One walk over the regions the request overlaps or touches: the valid
@@ -24,8 +24,8 @@ static ucs_rcache_region_t *
 ucs_rcache_lookup_merge_locked(ucs_rcache_t *rcache, ucs_rcache_span_t *span)
 {
     ucs_range_index_t *index = &rcache->index;
-    ucs_pgt_addr_t start     = span->start, end = span->end;
-    int prot                 = span->prot;
+    ucs_pgt_addr_t start = span->start, end = span->end;
+    int prot = span->prot;
     ucs_rcache_region_t *region;
     ucs_range_index_iter_t iter;
     ucs_pgt_region_t *r;
@@ -36,17 +36,16 @@ ucs_rcache_lookup_merge_locked(ucs_rcache_t *rcache, ucs_rcache_span_t *span)
         if (r->end < start) {
             continue;
         }
-        region = (ucs_rcache_region_t*)r;
-        if ((r->start <= start) && (end <= r->end) &&
-            !(prot & ~region->prot) &&
+        region = (ucs_rcache_region_t *)r;
+        if ((r->start <= start) && (end <= r->end) && !(prot & ~region->prot) &&
             !(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
             *span = (ucs_rcache_span_t){start, end, prot, 0};
             return region;
         }
-        span->start   = ucs_min(span->start, r->start);
-        span->end     = ucs_max(span->end, r->end);
-        span->prot   |= region->prot;
-        span->merged  = 1;
+        span->start = ucs_min(span->start, r->start);
+        span->end   = ucs_max(span->end, r->end);
+        span->prot |= region->prot;
+        span->merged = 1;
     }
     return NULL;
 }
@@ -147,7 +146,7 @@ static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
         /* a big cache: regions are read at random, a huge page of them */
         nregions = (UCS_RCACHE_HUGE_PAGE - 64) / stride;
         slab     = ucs_rcache_huge_alloc(UCS_RCACHE_HUGE_PAGE);
-    } else if (posix_memalign((void**)&slab, 64,
+    } else if (posix_memalign((void **)&slab, 64,
                               64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
         slab = NULL;
     }
@@ -155,10 +154,10 @@ static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
         return NULL;
     }
     ucs_rcache_lock(rcache);
-    *(void**)slab = rcache->slabs;
-    rcache->slabs = slab;
+    *(void **)slab = rcache->slabs;
+    rcache->slabs  = slab;
     for (i = 1; i < nregions; ++i) {
-        region = (ucs_rcache_region_t*)(slab + 64 + i * stride);
+        region = (ucs_rcache_region_t *)(slab + 64 + i * stride);
         /* refcount 0: never taken; an empty range: never covers */
         memset(region, 0,
                rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t));
@@ -166,7 +165,7 @@ static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
     }
     ++rcache->live_regions; /* the one returned */
     ucs_rcache_unlock(rcache);
-    return (ucs_rcache_region_t*)(slab + 64);
+    return (ucs_rcache_region_t *)(slab + 64);
 }
 
 /* Free every block (destroy, no region in use). */
@@ -175,7 +174,7 @@ void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
     void *slab, *next;
 
     for (slab = rcache->slabs; slab != NULL; slab = next) {
-        next = *(void**)slab;
+        next = *(void **)slab;
         free(slab);
     }
     rcache->slabs = NULL;
@@ -185,8 +184,8 @@ void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
 }
 
 /* Initialize a recycled region (if given) or a new one. */
-static ucs_rcache_region_t *ucs_rcache_region_alloc(ucs_rcache_t *rcache,
-                                                    ucs_rcache_region_t *recycled)
+static ucs_rcache_region_t *
+ucs_rcache_region_alloc(ucs_rcache_t *rcache, ucs_rcache_region_t *recycled)
 {
     ucs_rcache_region_t *region = recycled;
     ucs_rcache_region_hdr_t *hdr;
@@ -212,12 +211,12 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
 {
     ucs_status_t status;
 
-    region->super.start = span->start;
-    region->super.end   = span->end;
+    region->super.start                          = span->start;
+    region->super.end                            = span->end;
     ucs_rcache_region_hdr(rcache, region)->start = span->start;
     ucs_rcache_region_hdr(rcache, region)->end   = span->end;
-    region->prot        = span->prot;
-    region->status      = UCS_INPROGRESS;
+    region->prot                                 = span->prot;
+    region->status                               = UCS_INPROGRESS;
 
     /* only the registration path (reg_lock held) writes the range */
     if (!rcache->inflight.active || (rcache->inflight.start != span->start) ||
@@ -230,8 +229,8 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     ucs_rcache_uffd_subscribe(rcache, region);
 
     /* mark before pinning: a fork in between must not share the pages */
-    status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end) :
-                                UCS_OK;
+    status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end)
+                              : UCS_OK;
     if (status == UCS_OK) {
         status = rcache->params.ops->mem_reg(rcache->params.context, rcache,
                                              arg, region, flags);
@@ -241,8 +240,9 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     }
     region->status = status;
     if (status == UCS_OK) {
-        region->flags |= UCS_RCACHE_REGION_FLAG_REGISTERED |
-                         (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
+        region->flags |=
+            UCS_RCACHE_REGION_FLAG_REGISTERED |
+            (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
     } else {
         ucs_rcache_lock(rcache);
         rcache->stats.reg_failures++;
@@ -284,19 +284,20 @@ static ucs_status_t ucs_rcache_register_retry(ucs_rcache_t *rcache,
 
     status = ucs_rcache_register(rcache, region, span, arg, 0);
     if (status != UCS_OK) {
-        ucs_rcache_error("%s: registration of [0x%lx, 0x%lx) "
-                         UCS_RCACHE_PROT_FMT " failed after evicting unused "
-                         "regions: %s", rcache->name, span->start, span->end,
-                         UCS_RCACHE_PROT_ARG(span->prot),
-                         ucs_status_string(status));
+        ucs_rcache_error(
+            "%s: registration of [0x%lx, 0x%lx) " UCS_RCACHE_PROT_FMT
+            " failed after evicting unused "
+            "regions: %s",
+            rcache->name, span->start, span->end,
+            UCS_RCACHE_PROT_ARG(span->prot), ucs_status_string(status));
     }
     return status;
 }
 
 /* Under the lock: replace every region intersecting the new one by it. */
 static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
-                                     ucs_rcache_region_t *region,
-                                     int overlaps, ucs_list_link_t *dead)
+                                     ucs_rcache_region_t *region, int overlaps,
+                                     ucs_list_link_t *dead)
 {
     ucs_range_index_t *index = &rcache->index;
     ucs_range_index_iter_t iter;
@@ -306,20 +307,20 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     /* without overlaps at the walk nothing can overlap now: only this path
      * (reg_lock held) inserts */
     while (overlaps &&
-           ((old = (ucs_rcache_region_t*)ucs_range_index_lower(
-                     index, region->super.start, &iter)) != NULL) &&
+           ((old = (ucs_rcache_region_t *)ucs_range_index_lower(
+                 index, region->super.start, &iter)) != NULL) &&
            (old->super.start < region->super.end)) {
         ucs_rcache_region_drop_locked(rcache, old, dead);
         merged = 1;
     }
     rcache->stats.merges += merged;
 
-    region->flags   |= UCS_RCACHE_REGION_FLAG_PGTABLE;
+    region->flags |= UCS_RCACHE_REGION_FLAG_PGTABLE;
     ucs_rcache_region_hdr(rcache, region)->referenced = 0;
     /* the index and the caller; from now on lookups may take it */
     ucs_rcache_atomic_store(&region->refcount, 2);
     ucs_rcache_region_hdr(rcache, region)->leaf =
-            ucs_range_index_insert(index, &region->super);
+        ucs_range_index_insert(index, &region->super);
     ucs_list_add_tail(&rcache->lru, &region->lru_list);
     region->lru_flags |= UCS_RCACHE_LRU_FLAG_IN_LRU;
     rcache->num_regions++;
@@ -412,8 +413,8 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                 !ucs_rcache_prot_check(rcache, request->start, request->end,
                                        request->prot)) {
                 ucs_rcache_error("%s: [0x%lx, 0x%lx) is not mapped with "
-                                 "access " UCS_RCACHE_PROT_FMT, rcache->name,
-                                 request->start, request->end,
+                                 "access " UCS_RCACHE_PROT_FMT,
+                                 rcache->name, request->start, request->end,
                                  UCS_RCACHE_PROT_ARG(request->prot));
                 status = UCS_ERR_INVALID_ADDR;
                 goto err_recycle;
@@ -434,8 +435,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_inflight_clear(rcache);
             return UCS_ERR_NO_MEMORY;
         }
-        status = ucs_rcache_register_retry(rcache, region, &span, request,
-                                           arg);
+        status = ucs_rcache_register_retry(rcache, region, &span, request, arg);
         if (status != UCS_OK) {
             ucs_rcache_region_release(rcache, region);
             return status;
@@ -461,7 +461,8 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
     }
 
     ucs_rcache_error("%s: [0x%lx, 0x%lx) kept being unmapped while it was "
-                     "registered", rcache->name, request->start, request->end);
+                     "registered",
+                     rcache->name, request->start, request->end);
     return UCS_ERR_INVALID_ADDR;
 
 err_recycle:

@@ -11,8 +11,8 @@
 
 static ucs_rcache_hints_t *ucs_rcache_hints_alloc(unsigned shift)
 {
-    size_t size = sizeof(ucs_rcache_hints_t) +
-                  (sizeof(ucs_rcache_region_t*) << shift);
+    size_t size =
+        sizeof(ucs_rcache_hints_t) + (sizeof(ucs_rcache_region_t *) << shift);
     ucs_rcache_hints_t *hints;
 
     if (size < UCS_RCACHE_HUGE_PAGE) {

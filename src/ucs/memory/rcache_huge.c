@@ -23,8 +23,7 @@ void *ucs_rcache_huge_alloc(size_t size)
      * a few bytes past the last one (a table's header) stay on a small
      * page instead of costing a huge one. */
     if (size >= UCS_RCACHE_HUGE_PAGE) {
-        (void)madvise(block, size & ~(UCS_RCACHE_HUGE_PAGE - 1),
-                      MADV_HUGEPAGE);
+        (void)madvise(block, size & ~(UCS_RCACHE_HUGE_PAGE - 1), MADV_HUGEPAGE);
     }
 #endif
     return block;

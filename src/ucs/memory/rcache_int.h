@@ -56,7 +56,8 @@
 
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
-#define UCS_RCACHE_REGION_FLAG_DONTFORK UCS_BIT(6) /* pages counted MADV_DONTFORK */
+#define UCS_RCACHE_REGION_FLAG_DONTFORK                                        \
+    UCS_BIT(6) /* pages counted MADV_DONTFORK */
 
 /* UCX_RCACHE_DONTFORK values */
 enum {
@@ -70,17 +71,18 @@ enum {
  * fill two cache lines, and the second holds everything a hit reads and
  * writes: refcount, prot, flags, and here the range and referenced. */
 typedef struct ucs_rcache_region_hdr {
-    ucs_pgt_addr_t  start, end; /* super.start/end, set before insertion */
-    unsigned        fork_gen; /* cache fork generation at registration */
-    uint16_t        npfn;     /* page frames recorded (CHECK_PFN) */
-    uint8_t         referenced; /* hit since last LRU pass (second chance) */
-    uint32_t        leaf;     /* index leaf at insertion (removal hint) */
+    ucs_pgt_addr_t start, end; /* super.start/end, set before insertion */
+    unsigned fork_gen;         /* cache fork generation at registration */
+    uint16_t npfn;             /* page frames recorded (CHECK_PFN) */
+    uint8_t referenced;        /* hit since last LRU pass (second chance) */
+    uint32_t leaf;             /* index leaf at insertion (removal hint) */
 } ucs_rcache_region_hdr_t;
 
 /* A plain region and its header stay within two cache lines (the region's
  * own comp_list holds the invalidation callbacks, ucs_rcache_comp_t). */
 _Static_assert(((sizeof(ucs_rcache_region_t) + 7) & ~(size_t)7) +
-                       sizeof(ucs_rcache_region_hdr_t) <= 128,
+                       sizeof(ucs_rcache_region_hdr_t) <=
+                   128,
                "region + hidden header exceed two cache lines");
 
 /* Most page frames recorded per region (npfn). */
@@ -95,13 +97,13 @@ _Static_assert(((sizeof(ucs_rcache_region_t) + 7) & ~(size_t)7) +
 #define UCS_RCACHE_NO_SLOT    (~0u)
 #define UCS_RCACHE_LEASE_BIAS (1u << 30)
 typedef struct ucs_rcache_slot {
-    ucs_rcache_region_t *lease;    /* leased region, or NULL */
-    uint32_t            local;     /* references counted here, not in it */
-    ucs_rcache_region_t *last;     /* last hit (compared, never read) */
-    ucs_rcache_region_t *stale;    /* a held candidate that failed
-                                      validation, on its way back */
-    uint64_t            hits_fast; /* read by stats without the owner */
-    ucs_pgt_addr_t      lease_start, lease_end; /* its range (end 0: none) */
+    ucs_rcache_region_t *lease; /* leased region, or NULL */
+    uint32_t local;             /* references counted here, not in it */
+    ucs_rcache_region_t *last;  /* last hit (compared, never read) */
+    ucs_rcache_region_t *stale; /* a held candidate that failed
+                                   validation, on its way back */
+    uint64_t hits_fast;         /* read by stats without the owner */
+    ucs_pgt_addr_t lease_start, lease_end; /* its range (end 0: none) */
 } __attribute__((aligned(64))) ucs_rcache_slot_t;
 
 /* A lease whose range is not asked for is checked (dropped if invalid)
@@ -110,26 +112,26 @@ typedef struct ucs_rcache_slot {
 
 /* slot number + 1 of this thread, 0: not assigned, else none */
 extern __thread unsigned ucs_rcache_tid
-        __attribute__((tls_model("initial-exec")));
+    __attribute__((tls_model("initial-exec")));
 
-#define ucs_rcache_region_hdr(_rcache, _region) \
-    ((ucs_rcache_region_hdr_t*)((char*)(_region) + (_rcache)->hot.hdr_offset))
+#define ucs_rcache_region_hdr(_rcache, _region)                                \
+    ((ucs_rcache_region_hdr_t *)((char *)(_region) + (_rcache)->hot.hdr_offset))
 
 typedef struct ucs_rcache_comp {
-    ucs_list_link_t                   link;
+    ucs_list_link_t link;
     ucs_rcache_invalidate_comp_func_t cb;
-    void                              *arg;
+    void *arg;
 } ucs_rcache_comp_t;
 
 /* UCX_RCACHE_* values. */
 typedef struct ucs_rcache_config {
     unsigned long max_regions;
-    size_t        max_size;
-    size_t        max_unreleased;
-    unsigned      mem_prio;
-    int           purge_on_fork;
-    unsigned      check_pfn;    /* pages to check on hits, 0: off */
-    int           dontfork;     /* UCS_RCACHE_DONTFORK_* */
+    size_t max_size;
+    size_t max_unreleased;
+    unsigned mem_prio;
+    int purge_on_fork;
+    unsigned check_pfn; /* pages to check on hits, 0: off */
+    int dontfork;       /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
 
 /* Lookup hints (rcache.c, sized in rcache_hints.c): a direct-mapped table
@@ -144,118 +146,118 @@ typedef struct ucs_rcache_config {
 #define UCS_RCACHE_HINTS_MIN_SHIFT 16
 #define UCS_RCACHE_HINTS_MAX_SHIFT 24
 typedef struct ucs_rcache_hints {
-    unsigned long           mask;     /* entries - 1 */
-    unsigned                shift;    /* log2(entries) */
+    unsigned long mask;               /* entries - 1 */
+    unsigned shift;                   /* log2(entries) */
     struct ucs_rcache_hints *retired; /* the tables it replaced */
-    ucs_rcache_region_t     *entry[];
+    ucs_rcache_region_t *entry[];
 } ucs_rcache_hints_t;
 
 struct ucs_rcache {
     /* read by every hit, written at create and (pending_count) when an
      * unmap or an invalidation leaves a tombstone: a cache line of its own */
     struct {
-        size_t          align_mask;  /* params.alignment - 1 */
-        unsigned long   pending_count; /* pending + orphans, read without
-                                          lock (atomic); every put reads
-                                          it (rcache.c: at this offset
-                                          UCX's cache object is never 0) */
-        size_t          hdr_offset;  /* of ucs_rcache_region_hdr_t */
+        size_t align_mask;           /* params.alignment - 1 */
+        unsigned long pending_count; /* pending + orphans, read without
+                                        lock (atomic); every put reads
+                                        it (rcache.c: at this offset
+                                        UCX's cache object is never 0) */
+        size_t hdr_offset;           /* of ucs_rcache_region_hdr_t */
         ucs_rcache_hints_t *hints;   /* atomic: grown, see above */
         struct ucs_rcache *self;     /* the cache's own address while it
                                         lives: another library's cache
                                         object (rcache_stock.c) does not
                                         hold its own address here */
-        unsigned        check_pfn;   /* pages to check on hits, 0: off */
+        unsigned check_pfn;          /* pages to check on hits, 0: off */
     } __attribute__((aligned(64))) hot;
-    uintptr_t           lock __attribute__((aligned(64))); /* owner
-                                        (ucs_rcache_self()), 0: free */
+    uintptr_t lock __attribute__((aligned(64))); /* owner
+                              (ucs_rcache_self()), 0: free */
     struct {
-        unsigned        count;       /* atomic; > UCS_RCACHE_DEFERRED: all */
+        unsigned count; /* atomic; > UCS_RCACHE_DEFERRED: all */
         struct {
             ucs_pgt_addr_t start, end;
-        }               ranges[UCS_RCACHE_DEFERRED];
-    } deferred;                      /* unmaps seen by the lock owner's own
-                                        signal handlers, see rcache_lock.c */
-    uint32_t            reg_busy;    /* (lock) a thread owns the
-                                        registration path (rcache_lock.c) */
-    uint32_t            reg_waiters; /* (lock) threads waiting for it */
-    uint32_t            reg_wake;    /* futex word, bumped (lock) when the
-                                        path is given back to waiters */
-    ucs_range_index_t   index;       /* valid regions and tombstones */
-    ucs_list_link_t     lru;         /* valid regions, least recent first */
-    ucs_list_link_t     pending;     /* tombstones still in the index */
-    ucs_list_link_t     orphans;     /* out of the index, last lease
-                                        dropped under the lock: release */
-    size_t              unreleased_size; /* bytes of pending tombstones */
+        } ranges[UCS_RCACHE_DEFERRED];
+    } deferred;              /* unmaps seen by the lock owner's own
+                                signal handlers, see rcache_lock.c */
+    uint32_t reg_busy;       /* (lock) a thread owns the
+                                registration path (rcache_lock.c) */
+    uint32_t reg_waiters;    /* (lock) threads waiting for it */
+    uint32_t reg_wake;       /* futex word, bumped (lock) when the
+                                path is given back to waiters */
+    ucs_range_index_t index; /* valid regions and tombstones */
+    ucs_list_link_t lru;     /* valid regions, least recent first */
+    ucs_list_link_t pending; /* tombstones still in the index */
+    ucs_list_link_t orphans; /* out of the index, last lease
+                                dropped under the lock: release */
+    size_t unreleased_size;  /* bytes of pending tombstones */
     struct {
-        pthread_t       thread;
-        int             efd;         /* eventfd the thread reads */
-        unsigned        fork_gen;    /* started in this generation */
-        int             running;     /* atomic */
-        int             stop;        /* atomic */
-        int             wake_pending; /* atomic */
-    } cleanup;                       /* rcache_cleanup.c */
-    unsigned long       num_regions; /* valid regions in the index */
-    size_t              total_size;  /* their bytes */
-    unsigned long       live_regions; /* allocated, not yet freed (lock) */
+        pthread_t thread;
+        int efd;                /* eventfd the thread reads */
+        unsigned fork_gen;      /* started in this generation */
+        int running;            /* atomic */
+        int stop;               /* atomic */
+        int wake_pending;       /* atomic */
+    } cleanup;                  /* rcache_cleanup.c */
+    unsigned long num_regions;  /* valid regions in the index */
+    size_t total_size;          /* their bytes */
+    unsigned long live_regions; /* allocated, not yet freed (lock) */
     struct {
-        ucs_pgt_addr_t  start, end;
-        int             active;
-        int             invalidated;
-    } inflight;                      /* registration running outside lock */
+        ucs_pgt_addr_t start, end;
+        int active;
+        int invalidated;
+    } inflight; /* registration running outside lock */
     struct {
         struct {
-            ucs_pgt_addr_t start, end;   /* end == 0: dropped */
-            int            prot;
-        }               entries[UCS_RCACHE_MAPS_CACHE];
-        unsigned        count;       /* sorted by start */
-        unsigned        last;        /* the entry that last covered a
-                                        whole range (tried first) */
-    } maps;                          /* last /proc/self/maps snapshot */
-    unsigned long       unmaps;      /* unmap events handled (lock): what
-                                        was learnt of the mappings outside
-                                        the lock (maps, uffd_span) is kept
-                                        only if it did not change since */
-    unsigned            fork_gen;
+            ucs_pgt_addr_t start, end; /* end == 0: dropped */
+            int prot;
+        } entries[UCS_RCACHE_MAPS_CACHE];
+        unsigned count;   /* sorted by start */
+        unsigned last;    /* the entry that last covered a
+                             whole range (tried first) */
+    } maps;               /* last /proc/self/maps snapshot */
+    unsigned long unmaps; /* unmap events handled (lock): what
+                             was learnt of the mappings outside
+                             the lock (maps, uffd_span) is kept
+                             only if it did not change since */
+    unsigned fork_gen;
     ucs_rcache_params_t params;
-    unsigned long       max_regions; /* effective limits */
-    size_t              max_size;
-    size_t              max_unreleased;
-    int                 purge_on_fork;
-    int                 dontfork;    /* mark registered pages MADV_DONTFORK */
-    int                 events;      /* registered ucm events */
-    int                 uffd;        /* subscribe regions (rcache_uffd.c) */
+    unsigned long max_regions; /* effective limits */
+    size_t max_size;
+    size_t max_unreleased;
+    int purge_on_fork;
+    int dontfork; /* mark registered pages MADV_DONTFORK */
+    int events;   /* registered ucm events */
+    int uffd;     /* subscribe regions (rcache_uffd.c) */
     struct {
-        ucs_pgt_addr_t  start, end;  /* (lock) a span reported as a whole:
-                                        no unmap in it since; 0, 0: none */
+        ucs_pgt_addr_t start, end; /* (lock) a span reported as a whole:
+                                      no unmap in it since; 0, 0: none */
         /* the registration path's own (reg_lock): */
-        int             known;       /* this registration is inside it */
-        int             fresh;       /* a subscription gave new_* */
-        unsigned long   new_unmaps;  /* unmaps when this one started */
-        ucs_pgt_addr_t  new_start, new_end;
-    } uffd_span;                     /* see rcache_uffd.c */
-    ucs_rcache_stats_t  stats;       /* under lock, or atomic where noted */
-    ucs_list_link_t     fork_link;   /* global list, see rcache_fork.c */
-    ucs_list_link_t     pool;        /* free regions (tmp_list) */
-    ucs_list_link_t     spare;       /* free regions the registration path
-                                        released itself and reuses first
-                                        (reg_lock; still in live_regions) */
-    unsigned long       spare_count; /* (reg_lock) */
-    uint64_t            path_deregs; /* mem_dereg calls of the registration
-                                        path (reg_lock; read atomic), not
-                                        in stats.deregs */
-    void                *slabs;      /* region blocks, see rcache_get.c */
-    uint64_t            hits_fast_shared; /* atomic, threads without slot */
-    ucs_rcache_slot_t   slots[UCS_RCACHE_SLOTS];
-    char                name[64];
+        int known;                /* this registration is inside it */
+        int fresh;                /* a subscription gave new_* */
+        unsigned long new_unmaps; /* unmaps when this one started */
+        ucs_pgt_addr_t new_start, new_end;
+    } uffd_span;               /* see rcache_uffd.c */
+    ucs_rcache_stats_t stats;  /* under lock, or atomic where noted */
+    ucs_list_link_t fork_link; /* global list, see rcache_fork.c */
+    ucs_list_link_t pool;      /* free regions (tmp_list) */
+    ucs_list_link_t spare;     /* free regions the registration path
+                                  released itself and reuses first
+                                  (reg_lock; still in live_regions) */
+    unsigned long spare_count; /* (reg_lock) */
+    uint64_t path_deregs;      /* mem_dereg calls of the registration
+                                  path (reg_lock; read atomic), not
+                                  in stats.deregs */
+    void *slabs;               /* region blocks, see rcache_get.c */
+    uint64_t hits_fast_shared; /* atomic, threads without slot */
+    ucs_rcache_slot_t slots[UCS_RCACHE_SLOTS];
+    char name[64];
 };
 
 /* Everything below is internal to libucs. */
 #pragma GCC visibility push(hidden)
 
 /* one line "[ucs rcache] <level>: ..." to stderr, no malloc (ucs_log) */
-#define ucs_rcache_error(_fmt, ...) ucs_log_error("rcache", _fmt, ## __VA_ARGS__)
-#define ucs_rcache_warn(_fmt, ...)  ucs_log_warn("rcache", _fmt, ## __VA_ARGS__)
+#define ucs_rcache_error(_fmt, ...) ucs_log_error("rcache", _fmt, ##__VA_ARGS__)
+#define ucs_rcache_warn(_fmt, ...)  ucs_log_warn("rcache", _fmt, ##__VA_ARGS__)
 
 /* rcache_config.c: read UCX_RCACHE_*; one error line per malformed value,
  * then UCS_ERR_INVALID_PARAM.  explicit_* tell whether a variable was set. */
@@ -277,7 +279,8 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
  * UCS_ERR_IO_ERROR if /proc/self/pagemap cannot be read. */
 ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
                                  unsigned long *pfns);
-/* Record / verify region's frames (rcache->hot.check_pfn pages); no lock held. */
+/* Record / verify region's frames (rcache->hot.check_pfn pages); no lock held.
+ */
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
 /* Free what ucs_rcache_pfn_record() kept (see ucs_rcache_pfn_release). */
@@ -331,10 +334,9 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                             ucs_pgt_addr_t end);
 void ucs_rcache_event_cb(int event_type, void *event, void *arg);
 /* Native events that unmap, seen after the system call. */
-#define UCS_RCACHE_NATIVE_EVENTS (UCM_EVENT_MUNMAP | UCM_EVENT_MMAP | \
-                                  UCM_EVENT_MREMAP | UCM_EVENT_MADVISE | \
-                                  UCM_EVENT_SBRK | UCM_EVENT_SHMDT | \
-                                  UCM_EVENT_BRK)
+#define UCS_RCACHE_NATIVE_EVENTS                                               \
+    (UCM_EVENT_MUNMAP | UCM_EVENT_MMAP | UCM_EVENT_MREMAP |                    \
+     UCM_EVENT_MADVISE | UCM_EVENT_SBRK | UCM_EVENT_SHMDT | UCM_EVENT_BRK)
 void ucs_rcache_native_after_cb(int event_type, void *event, void *arg);
 
 /* rcache_dontfork.c: process-wide page counts (own mutex; never from the
@@ -427,7 +429,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
  * library's.  Elsewhere UCS_RCACHE_FOREIGN() is 0 and compiles away. */
 #ifdef UCS_RCACHE_STOCK_ABI
 #define UCS_RCACHE_STOCK 1
-#define UCS_RCACHE_FOREIGN(_rcache) \
+#define UCS_RCACHE_FOREIGN(_rcache)                                            \
     ucs_unlikely((_rcache)->hot.self != (_rcache)) /* not NULL */
 ucs_status_t ucs_rcache_stock_next_get(ucs_rcache_t *rcache, void *address,
                                        size_t length, int prot, void *arg,
@@ -445,21 +447,24 @@ void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache);
 void ucs_rcache_stock_created(ucs_rcache_t *rcache);
 void ucs_rcache_stock_destroying(ucs_rcache_t *rcache);
 #else
-#define UCS_RCACHE_STOCK                           0
-#define UCS_RCACHE_FOREIGN(_rcache)                0
-#define ucs_rcache_stock_next_get(...)             UCS_ERR_UNSUPPORTED
-#define ucs_rcache_stock_next_put(...)             ((void)0)
-#define ucs_rcache_stock_next_hold(...)            ((void)0)
-#define ucs_rcache_stock_next_invalidate(...)      ((void)0)
-#define ucs_rcache_stock_next_destroy(...)         ((void)0)
-#define ucs_rcache_stock_created(_rcache)          ((void)(_rcache))
-#define ucs_rcache_stock_destroying(_rcache)       ((void)(_rcache))
+#define UCS_RCACHE_STOCK                      0
+#define UCS_RCACHE_FOREIGN(_rcache)           0
+#define ucs_rcache_stock_next_get(...)        UCS_ERR_UNSUPPORTED
+#define ucs_rcache_stock_next_put(...)        ((void)0)
+#define ucs_rcache_stock_next_hold(...)       ((void)0)
+#define ucs_rcache_stock_next_invalidate(...) ((void)0)
+#define ucs_rcache_stock_next_destroy(...)    ((void)0)
+#define ucs_rcache_stock_created(_rcache)     ((void)(_rcache))
+#define ucs_rcache_stock_destroying(_rcache)  ((void)(_rcache))
 #endif
 
-#define ucs_rcache_atomic_add(_p, _v) __atomic_add_fetch(_p, _v, __ATOMIC_ACQ_REL)
-#define ucs_rcache_atomic_sub(_p, _v) __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)
-#define ucs_rcache_atomic_load(_p)    __atomic_load_n(_p, __ATOMIC_ACQUIRE)
-#define ucs_rcache_atomic_store(_p, _v) __atomic_store_n(_p, _v, __ATOMIC_RELEASE)
+#define ucs_rcache_atomic_add(_p, _v)                                          \
+    __atomic_add_fetch(_p, _v, __ATOMIC_ACQ_REL)
+#define ucs_rcache_atomic_sub(_p, _v)                                          \
+    __atomic_sub_fetch(_p, _v, __ATOMIC_ACQ_REL)
+#define ucs_rcache_atomic_load(_p) __atomic_load_n(_p, __ATOMIC_ACQUIRE)
+#define ucs_rcache_atomic_store(_p, _v)                                        \
+    __atomic_store_n(_p, _v, __ATOMIC_RELEASE)
 
 #pragma GCC visibility pop
 
@@ -563,8 +568,8 @@ static inline void ucs_rcache_uffd_span_check_locked(ucs_rcache_t *rcache,
                                                      ucs_pgt_addr_t start,
                                                      ucs_pgt_addr_t end)
 {
-    rcache->uffd_span.known      = (start >= rcache->uffd_span.start) &&
-                                   (end <= rcache->uffd_span.end);
+    rcache->uffd_span.known =
+        (start >= rcache->uffd_span.start) && (end <= rcache->uffd_span.end);
     rcache->uffd_span.fresh      = 0; /* from a registration that failed */
     rcache->uffd_span.new_unmaps = rcache->unmaps;
 }

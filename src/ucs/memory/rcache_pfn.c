@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define UCS_RCACHE_PAGE_SIZE      4096ul
-#define UCS_RCACHE_PFN_MASK       ((1ul << 55) - 1)
-#define UCS_RCACHE_PFN_PRESENT    (1ul << 63)
+#define UCS_RCACHE_PAGE_SIZE   4096ul
+#define UCS_RCACHE_PFN_MASK    ((1ul << 55) - 1)
+#define UCS_RCACHE_PFN_PRESENT (1ul << 63)
 
 ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
                                  unsigned long *pfns)
@@ -33,8 +33,9 @@ ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
     }
     for (i = 0; i < npages; ++i) {
         entry   = pfns[i];
-        pfns[i] = (entry & UCS_RCACHE_PFN_PRESENT) ?
-                  (entry & UCS_RCACHE_PFN_MASK) : 0;
+        pfns[i] = (entry & UCS_RCACHE_PFN_PRESENT)
+                      ? (entry & UCS_RCACHE_PFN_MASK)
+                      : 0;
     }
     return UCS_OK;
 }
@@ -52,8 +53,9 @@ static unsigned ucs_rcache_pfn_count(ucs_rcache_t *rcache,
 static unsigned long *ucs_rcache_pfn_array(ucs_rcache_t *rcache,
                                            ucs_rcache_region_t *region)
 {
-    return (ucs_rcache_region_hdr(rcache, region)->npfn == 1) ?
-           (unsigned long*)&region->priv : region->pfn;
+    return (ucs_rcache_region_hdr(rcache, region)->npfn == 1)
+               ? (unsigned long *)&region->priv
+               : region->pfn;
 }
 
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
@@ -62,7 +64,7 @@ void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     unsigned long *pfns;
 
     if (npages == 1) {
-        pfns = (unsigned long*)&region->priv;
+        pfns = (unsigned long *)&region->priv;
     } else {
         pfns = malloc(npages * sizeof(*pfns));
         if (pfns == NULL) {
@@ -71,8 +73,8 @@ void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     }
     if (ucs_rcache_pfn_read(region->super.start, npages, pfns) != UCS_OK) {
         ucs_rcache_warn("%s: cannot read /proc/self/pagemap, PFN check off "
-                        "for region [0x%lx, 0x%lx)", rcache->name,
-                        region->super.start, region->super.end);
+                        "for region [0x%lx, 0x%lx)",
+                        rcache->name, region->super.start, region->super.end);
         if (npages > 1) {
             free(pfns);
         }
@@ -106,13 +108,14 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
                 continue;
             }
             ucs_rcache_atomic_add(&rcache->stats.stale_pfn, 1);
-            ucs_rcache_error("%s: STALE REGION [0x%lx, 0x%lx) " UCS_RCACHE_PROT_FMT
-                             ": page 0x%lx had frame 0x%lx at registration, "
-                             "now 0x%lx", rcache->name, region->super.start,
-                             region->super.end,
-                             UCS_RCACHE_PROT_ARG(region->prot),
-                             region->super.start + (i + j) * UCS_RCACHE_PAGE_SIZE,
-                             then[i + j], now[j]);
+            ucs_rcache_error(
+                "%s: STALE REGION [0x%lx, 0x%lx) " UCS_RCACHE_PROT_FMT
+                ": page 0x%lx had frame 0x%lx at registration, "
+                "now 0x%lx",
+                rcache->name, region->super.start, region->super.end,
+                UCS_RCACHE_PROT_ARG(region->prot),
+                region->super.start + (i + j) * UCS_RCACHE_PAGE_SIZE,
+                then[i + j], now[j]);
             return;
         }
     }

@@ -10,15 +10,15 @@
 #include <string.h>
 
 typedef struct {
-    ucs_pgt_addr_t cur;   /* checked up to here */
+    ucs_pgt_addr_t cur; /* checked up to here */
     ucs_pgt_addr_t end;
-    int            prot;
-    int            ok;
-    int            done;
-    unsigned       count; /* mappings recorded for the cache */
+    int prot;
+    int ok;
+    int done;
+    unsigned count; /* mappings recorded for the cache */
     struct {
         ucs_pgt_addr_t start, end;
-        int            prot;
+        int prot;
     } entries[UCS_RCACHE_MAPS_CACHE];
 } ucs_rcache_prot_walk_t;
 
@@ -26,13 +26,12 @@ static int ucs_rcache_prot_walk_cb(void *arg, void *addr, size_t length,
                                    int prot, const char *path)
 {
     ucs_rcache_prot_walk_t *walk = arg;
-    ucs_pgt_addr_t start = (ucs_pgt_addr_t)addr;
-    ucs_pgt_addr_t end   = start + length;
+    ucs_pgt_addr_t start         = (ucs_pgt_addr_t)addr;
+    ucs_pgt_addr_t end           = start + length;
 
     if (!walk->done && (walk->count == UCS_RCACHE_MAPS_CACHE)) {
         /* still before the range: keep the most recent half */
-        memmove(&walk->entries[0],
-                &walk->entries[UCS_RCACHE_MAPS_CACHE / 2],
+        memmove(&walk->entries[0], &walk->entries[UCS_RCACHE_MAPS_CACHE / 2],
                 (UCS_RCACHE_MAPS_CACHE / 2) * sizeof(walk->entries[0]));
         walk->count = UCS_RCACHE_MAPS_CACHE / 2;
     }
@@ -44,7 +43,7 @@ static int ucs_rcache_prot_walk_cb(void *arg, void *addr, size_t length,
     }
     if (!walk->done && (end > walk->cur)) {
         if ((start > walk->cur) || ((prot & walk->prot) != walk->prot)) {
-            walk->done = 1;     /* hole, or lacks rights */
+            walk->done = 1; /* hole, or lacks rights */
         } else {
             walk->cur = end;
             if (walk->cur >= walk->end) {
@@ -77,7 +76,7 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         half = n / 2;
         if (rcache->maps.entries[lo + half].start <= cur) {
             lo += half;
-            n  -= half;
+            n -= half;
         } else {
             n = half;
         }
@@ -127,7 +126,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
 
     ucs_rcache_lock(rcache);
-    hit = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
+    hit    = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
     unmaps = rcache->unmaps;
     ucs_rcache_unlock(rcache);
     if (hit) {

@@ -41,7 +41,8 @@ void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
     rcache->total_size -= ucs_rcache_region_size(region);
     rcache->unreleased_size += ucs_rcache_region_size(region);
     ucs_list_add_tail(&rcache->pending, &region->tmp_list);
-    ucs_rcache_atomic_store(&rcache->hot.pending_count, rcache->hot.pending_count + 1);
+    ucs_rcache_atomic_store(&rcache->hot.pending_count,
+                            rcache->hot.pending_count + 1);
 }
 
 void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
@@ -51,7 +52,7 @@ void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
 
     for (r = ucs_range_index_lower(&rcache->index, 0, &iter); r != NULL;
          r = ucs_range_index_next(&rcache->index, &iter)) {
-        ucs_rcache_region_tombstone_locked(rcache, (ucs_rcache_region_t*)r);
+        ucs_rcache_region_tombstone_locked(rcache, (ucs_rcache_region_t *)r);
     }
 }
 
@@ -129,8 +130,8 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
         (rcache->num_regions + extra_regions + 1 > rcache->max_regions) &&
         !ucs_list_is_empty(&rcache->lru)) {
         /* the next miss evicts it: fetch its lines meanwhile */
-        region = ucs_container_of(rcache->lru.next, ucs_rcache_region_t,
-                                  lru_list);
+        region =
+            ucs_container_of(rcache->lru.next, ucs_rcache_region_t, lru_list);
         __builtin_prefetch(region, 1);
         __builtin_prefetch(ucs_rcache_region_hdr(rcache, region), 1);
     }
@@ -166,8 +167,8 @@ ucs_rcache_region_finish(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
             ucs_rcache_dontfork_remove(region->super.start, region->super.end);
         }
     }
-    region->flags &= ~(UCS_RCACHE_REGION_FLAG_REGISTERED |
-                       UCS_RCACHE_REGION_FLAG_DONTFORK);
+    region->flags &=
+        ~(UCS_RCACHE_REGION_FLAG_REGISTERED | UCS_RCACHE_REGION_FLAG_DONTFORK);
 
     /* nobody can add completions to a region nobody references any more;
      * the lock orders us after an invalidation that added one */
@@ -201,15 +202,14 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     ucs_rcache_unlock(rcache);
 }
 
-void ucs_rcache_regions_release_all(ucs_rcache_t *rcache,
-                                    ucs_list_link_t *dead)
+void ucs_rcache_regions_release_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
 {
     unsigned long count = 0, deregs = 0;
     ucs_list_link_t *link;
 
     for (link = dead->next; link != dead; link = link->next) {
         deregs += ucs_rcache_region_finish(
-                rcache, ucs_container_of(link, ucs_rcache_region_t, tmp_list));
+            rcache, ucs_container_of(link, ucs_rcache_region_t, tmp_list));
         ++count;
     }
     /* all of them back to the pool in one section */

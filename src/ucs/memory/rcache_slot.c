@@ -13,10 +13,10 @@
 /* 0: not assigned yet; 1..UCS_RCACHE_SLOTS: slot + 1; else none */
 __thread unsigned ucs_rcache_tid __attribute__((tls_model("initial-exec")));
 
-static uint64_t       ucs_rcache_slot_map; /* atomic: slots in use */
-static pthread_key_t  ucs_rcache_slot_key;
+static uint64_t ucs_rcache_slot_map; /* atomic: slots in use */
+static pthread_key_t ucs_rcache_slot_key;
 static pthread_once_t ucs_rcache_slot_once = PTHREAD_ONCE_INIT;
-static int            ucs_rcache_slot_key_ok;
+static int ucs_rcache_slot_key_ok;
 
 static void ucs_rcache_slot_exit(void *arg)
 {
@@ -28,8 +28,7 @@ static void ucs_rcache_slot_exit(void *arg)
         return;
     }
     ucs_rcache_fork_drop_leases(slot);
-    __atomic_fetch_and(&ucs_rcache_slot_map, ~(1ull << slot),
-                       __ATOMIC_RELEASE);
+    __atomic_fetch_and(&ucs_rcache_slot_map, ~(1ull << slot), __ATOMIC_RELEASE);
 }
 
 /* A forked child has only the thread that forked. */
@@ -42,10 +41,9 @@ static void ucs_rcache_slot_fork_child(void)
 
 static void ucs_rcache_slot_init(void)
 {
-    ucs_rcache_slot_key_ok = (pthread_key_create(&ucs_rcache_slot_key,
-                                                 ucs_rcache_slot_exit) == 0) &&
-                             (pthread_atfork(NULL, NULL,
-                                             ucs_rcache_slot_fork_child) == 0);
+    ucs_rcache_slot_key_ok =
+        (pthread_key_create(&ucs_rcache_slot_key, ucs_rcache_slot_exit) == 0) &&
+        (pthread_atfork(NULL, NULL, ucs_rcache_slot_fork_child) == 0);
 }
 
 ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache)
@@ -70,7 +68,7 @@ ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache)
     } while (!__atomic_compare_exchange_n(&ucs_rcache_slot_map, &map,
                                           map | (1ull << slot), 1,
                                           __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
-    if (pthread_setspecific(ucs_rcache_slot_key, (void*)1) != 0) {
+    if (pthread_setspecific(ucs_rcache_slot_key, (void *)1) != 0) {
         __atomic_fetch_and(&ucs_rcache_slot_map, ~(1ull << slot),
                            __ATOMIC_RELEASE);
         return NULL;
@@ -123,8 +121,7 @@ void ucs_rcache_lease_drop(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot)
     }
 }
 
-void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache,
-                                  ucs_rcache_slot_t *slot)
+void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot)
 {
     ucs_rcache_region_t *region;
 

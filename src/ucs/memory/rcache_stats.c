@@ -23,10 +23,9 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     ucs_rcache_unlock(rcache);
     hits = __atomic_load_n(&rcache->hits_fast_shared, __ATOMIC_RELAXED);
     for (i = 0; i < UCS_RCACHE_SLOTS; ++i) {
-        hits += __atomic_load_n(&rcache->slots[i].hits_fast,
-                                __ATOMIC_RELAXED);
+        hits += __atomic_load_n(&rcache->slots[i].hits_fast, __ATOMIC_RELAXED);
     }
-    tmp.gets      += hits;
+    tmp.gets += hits;
     tmp.hits_fast += hits;
     tmp.deregs += __atomic_load_n(&rcache->path_deregs, __ATOMIC_RELAXED);
     *stats = tmp;
@@ -59,8 +58,8 @@ void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream)
             "  unreleased          %lu\n"
             "  deferred_unmaps     %lu\n"
             "  invalidations       %lu\n",
-            rcache->name, s.gets, s.hits_fast, s.hits_slow, s.misses,
-            s.merges, s.evictions, s.unmap_invalidations, s.regs,
-            s.reg_failures, s.deregs, s.stale_pfn, s.regions, s.total_size,
-            s.cleanups, s.unreleased, s.deferred_unmaps, s.invalidations);
+            rcache->name, s.gets, s.hits_fast, s.hits_slow, s.misses, s.merges,
+            s.evictions, s.unmap_invalidations, s.regs, s.reg_failures,
+            s.deregs, s.stale_pfn, s.regions, s.total_size, s.cleanups,
+            s.unreleased, s.deferred_unmaps, s.invalidations);
 }

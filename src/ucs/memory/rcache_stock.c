@@ -49,10 +49,10 @@ _Static_assert(sizeof(ucs_rcache_region_t) == 80, "UCX 1.13.1: 80 bytes");
  * where ours has pending_count sends its puts off the fast path, its ops
  * pointer is where ours has its own address (rcache.c) */
 _Static_assert(offsetof(ucs_rcache_t, hot.pending_count) ==
-                       offsetof(ucs_rcache_params_t, alignment),
+                   offsetof(ucs_rcache_params_t, alignment),
                "pending_count where UCX has params.alignment");
 _Static_assert(offsetof(ucs_rcache_t, hot.self) ==
-                       offsetof(ucs_rcache_params_t, ops),
+                   offsetof(ucs_rcache_params_t, ops),
                "self where UCX has params.ops");
 _Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1: 80 bytes");
 

@@ -48,9 +48,9 @@ void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
      * no ucm_uffd_unsubscribe() at release: it would only lower a span's
      * count (the pages stay registered until they are unmapped, see
      * ucm_ext.h), for a lock on every release */
-    if (ucm_uffd_subscribe_span((void*)region->super.start,
-                                ucs_rcache_region_size(region), &token,
-                                &start, &end) == UCS_OK) {
+    if (ucm_uffd_subscribe_span((void *)region->super.start,
+                                ucs_rcache_region_size(region), &token, &start,
+                                &end) == UCS_OK) {
         rcache->uffd_span.fresh     = 1;
         rcache->uffd_span.new_start = start;
         rcache->uffd_span.new_end   = end;

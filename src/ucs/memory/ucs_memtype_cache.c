@@ -13,18 +13,18 @@
 
 /* After other handlers of the same events (they may look the range up). */
 #define UCS_MEMTYPE_CACHE_EVENT_PRIORITY 1000
-#define UCS_MEMTYPE_CACHE_EVENTS \
+#define UCS_MEMTYPE_CACHE_EVENTS                                               \
     (UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE)
 
 struct ucs_memtype_cache {
-    pthread_rwlock_t     lock;
+    pthread_rwlock_t lock;
     ucs_memtype_ranges_t ranges;
-    unsigned             flags;
+    unsigned flags;
 };
 
 static ucs_memtype_cache_t *ucs_memtype_cache_global_instance;
 static pthread_mutex_t ucs_memtype_cache_global_lock =
-        PTHREAD_MUTEX_INITIALIZER;
+    PTHREAD_MUTEX_INITIALIZER;
 
 /* Validate a call's range; [*start_p, *end_p) on success. */
 static ucs_status_t ucs_memtype_cache_range(const char *func,
@@ -44,8 +44,10 @@ static ucs_status_t ucs_memtype_cache_range(const char *func,
         return UCS_ERR_INVALID_PARAM;
     }
     if (length > (UINTPTR_MAX - start)) {
-        ucs_log_error("memtype", "%s: range %p + %zu wraps around the address "
-                              "space", func, address, length);
+        ucs_log_error("memtype",
+                      "%s: range %p + %zu wraps around the address "
+                      "space",
+                      func, address, length);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -81,8 +83,10 @@ ucs_status_t ucs_memtype_cache_create(unsigned flags,
     ucs_status_t status;
 
     if ((cache_p == NULL) || (flags & ~UCS_MEMTYPE_CACHE_FLAG_EVENTS)) {
-        ucs_log_error("memtype", "create: invalid arguments (flags 0x%x, "
-                              "cache_p %p)", flags, (void*)cache_p);
+        ucs_log_error("memtype",
+                      "create: invalid arguments (flags 0x%x, "
+                      "cache_p %p)",
+                      flags, (void *)cache_p);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -101,13 +105,14 @@ ucs_status_t ucs_memtype_cache_create(unsigned flags,
     cache->flags = flags;
 
     if (flags & UCS_MEMTYPE_CACHE_FLAG_EVENTS) {
-        status = ucm_set_event_handler(UCS_MEMTYPE_CACHE_EVENTS |
-                                       UCM_EVENT_FLAG_NO_INSTALL,
-                                       UCS_MEMTYPE_CACHE_EVENT_PRIORITY,
-                                       ucs_memtype_cache_event, cache);
+        status = ucm_set_event_handler(
+            UCS_MEMTYPE_CACHE_EVENTS | UCM_EVENT_FLAG_NO_INSTALL,
+            UCS_MEMTYPE_CACHE_EVENT_PRIORITY, ucs_memtype_cache_event, cache);
         if (status != UCS_OK) {
-            ucs_log_error("memtype", "create: memory-type events unavailable: "
-                                  "%s", ucs_status_string(status));
+            ucs_log_error("memtype",
+                          "create: memory-type events unavailable: "
+                          "%s",
+                          ucs_status_string(status));
             goto err_lock;
         }
     }
@@ -145,8 +150,8 @@ ucs_status_t ucs_memtype_cache_lookup(ucs_memtype_cache_t *cache,
     uintptr_t start, end;
     ucs_status_t status;
 
-    status = ucs_memtype_cache_range("lookup", cache, address, length, &start,
-                                     &end);
+    status =
+        ucs_memtype_cache_range("lookup", cache, address, length, &start, &end);
     if (status != UCS_OK) {
         return status;
     }
@@ -172,14 +177,14 @@ ucs_status_t ucs_memtype_cache_update(ucs_memtype_cache_t *cache,
     uintptr_t start, end;
     ucs_status_t status;
 
-    status = ucs_memtype_cache_range("update", cache, address, length, &start,
-                                     &end);
+    status =
+        ucs_memtype_cache_range("update", cache, address, length, &start, &end);
     if (status != UCS_OK) {
         return status;
     }
     if ((unsigned)mem_type >= UCS_MEMORY_TYPE_LAST) {
         ucs_log_error("memtype", "update: invalid memory type %d for %p + %zu",
-                              (int)mem_type, address, length);
+                      (int)mem_type, address, length);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -189,7 +194,7 @@ ucs_status_t ucs_memtype_cache_update(ucs_memtype_cache_t *cache,
 
     if (status != UCS_OK) {
         ucs_log_error("memtype", "update: %p + %zu left unknown: %s", address,
-                              length, ucs_status_string(status));
+                      length, ucs_status_string(status));
     }
     return status;
 }
@@ -200,8 +205,8 @@ ucs_status_t ucs_memtype_cache_remove(ucs_memtype_cache_t *cache,
     uintptr_t start, end;
     ucs_status_t status;
 
-    status = ucs_memtype_cache_range("remove", cache, address, length, &start,
-                                     &end);
+    status =
+        ucs_memtype_cache_range("remove", cache, address, length, &start, &end);
     if (status != UCS_OK) {
         return status;
     }
@@ -222,8 +227,8 @@ ucs_status_t ucs_memtype_cache_global(ucs_memtype_cache_t **cache_p)
         return UCS_ERR_INVALID_PARAM;
     }
 
-    cache = __atomic_load_n(&ucs_memtype_cache_global_instance,
-                            __ATOMIC_ACQUIRE);
+    cache =
+        __atomic_load_n(&ucs_memtype_cache_global_instance, __ATOMIC_ACQUIRE);
     if (cache != NULL) {
         *cache_p = cache;
         return UCS_OK;
@@ -233,8 +238,8 @@ ucs_status_t ucs_memtype_cache_global(ucs_memtype_cache_t **cache_p)
     cache  = ucs_memtype_cache_global_instance;
     status = UCS_OK;
     if (cache == NULL) {
-        status = ucs_memtype_cache_create(UCS_MEMTYPE_CACHE_FLAG_EVENTS,
-                                          &cache);
+        status =
+            ucs_memtype_cache_create(UCS_MEMTYPE_CACHE_FLAG_EVENTS, &cache);
         if (status == UCS_OK) {
             __atomic_store_n(&ucs_memtype_cache_global_instance, cache,
                              __ATOMIC_RELEASE);

@@ -19,12 +19,12 @@
 BEGIN_C_DECLS
 
 typedef struct ucs_memtype_range {
-    ucs_pgt_region_t  super;       /* [start, end) */
+    ucs_pgt_region_t super; /* [start, end) */
     ucs_memory_type_t type;
 } ucs_memtype_range_t;
 
 typedef struct ucs_memtype_ranges {
-    ucs_range_index_t index;       /* ucs_memtype_range_t, disjoint */
+    ucs_range_index_t index; /* ucs_memtype_range_t, disjoint */
 } ucs_memtype_ranges_t;
 
 /* Empty set; allocates nothing. */

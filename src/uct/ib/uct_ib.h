@@ -113,7 +113,7 @@ enum {
     UCT_IB_MEM_ACCESS_ALL          = UCS_BIT(0) | UCS_BIT(1) | UCS_BIT(2)
 };
 
-#define UCT_IB_DEV_NAME_MAX 64
+#define UCT_IB_DEV_NAME_MAX     64
 #define UCT_IB_RKEY_PACKED_SIZE 8 /* bytes written by uct_ib_md_rkey_pack */
 
 typedef struct uct_ib_md_attr {

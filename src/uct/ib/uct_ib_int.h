@@ -12,7 +12,7 @@
 #include <infiniband/verbs.h>
 
 #define uct_ib_error(_fmt, ...) ucs_log_error("ib", _fmt, ##__VA_ARGS__)
-#define uct_ib_warn(_fmt, ...) ucs_log_warn("ib", _fmt, ##__VA_ARGS__)
+#define uct_ib_warn(_fmt, ...)  ucs_log_warn("ib", _fmt, ##__VA_ARGS__)
 #define uct_ib_diag(_fmt, ...)                                                 \
     ucs_log(UCS_LOG_LEVEL_DIAG, "ib", _fmt, ##__VA_ARGS__)
 #define uct_ib_debug(_fmt, ...) ucs_log_debug("ib", _fmt, ##__VA_ARGS__)
@@ -25,7 +25,7 @@ typedef enum {
 } uct_ib_fork_init_t;
 
 #define UCT_IB_NET_DEVICES_MAX 256
-#define UCT_IB_GID_INDEX_AUTO (-1)
+#define UCT_IB_GID_INDEX_AUTO  (-1)
 
 typedef struct uct_ib_md_config {
     uct_ib_reg_method_t reg_methods[UCT_IB_REG_METHOD_LAST];
@@ -111,9 +111,9 @@ ucs_status_t uct_ib_md_reg_diagnose(const uct_ib_md_t *md, void *address,
 
 /* -------------------------------------------------------------- RC */
 
-#define UCT_RC_AM_HDR_MAX 128 /* am_zcopy header and am_short total */
-#define UCT_RC_MAX_IOV 16
-#define UCT_RC_WR_ID_RX (1ull << 63)
+#define UCT_RC_AM_HDR_MAX  128 /* am_zcopy header and am_short total */
+#define UCT_RC_MAX_IOV     16
+#define UCT_RC_WR_ID_RX    (1ull << 63)
 #define UCT_RC_DESC_ORPHAN ((uct_rc_ep_t *)(uintptr_t)1)
 
 /* One per posted WR, signaled or not (its index is the wr_id); held until

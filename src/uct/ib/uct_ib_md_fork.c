@@ -12,12 +12,9 @@
 static uct_ib_fork_state_t uct_ib_fork_state_get(void)
 {
     switch (ibv_is_fork_initialized()) {
-    case IBV_FORK_UNNEEDED:
-        return UCT_IB_FORK_UNNEEDED;
-    case IBV_FORK_ENABLED:
-        return UCT_IB_FORK_ENABLED;
-    default:
-        return UCT_IB_FORK_DISABLED;
+    case IBV_FORK_UNNEEDED: return UCT_IB_FORK_UNNEEDED;
+    case IBV_FORK_ENABLED: return UCT_IB_FORK_ENABLED;
+    default: return UCT_IB_FORK_DISABLED;
     }
 }
 

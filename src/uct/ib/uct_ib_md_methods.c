@@ -145,11 +145,8 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
             }
             why = "the device reports no RC on-demand paging";
             break;
-        case UCT_IB_REG_METHOD_DIRECT:
-            goto found;
-        default:
-            why = "unknown";
-            break;
+        case UCT_IB_REG_METHOD_DIRECT: goto found;
+        default: why = "unknown"; break;
         }
     }
     uct_ib_error("%s: registration method '%s' unavailable (%s), and it is "

@@ -276,13 +276,9 @@ ucs_status_t uct_ib_md_query(const uct_ib_md_t *md, uct_ib_md_attr_t *attr)
 const char *uct_ib_reg_method_name(uct_ib_reg_method_t method)
 {
     switch (method) {
-    case UCT_IB_REG_METHOD_RCACHE:
-        return "rcache";
-    case UCT_IB_REG_METHOD_ODP:
-        return "odp";
-    case UCT_IB_REG_METHOD_DIRECT:
-        return "direct";
-    default:
-        return "unknown";
+    case UCT_IB_REG_METHOD_RCACHE: return "rcache";
+    case UCT_IB_REG_METHOD_ODP: return "odp";
+    case UCT_IB_REG_METHOD_DIRECT: return "direct";
+    default: return "unknown";
     }
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#define UCT_RC_ADDR_MAGIC 0x5243u /* "RC" */
+#define UCT_RC_ADDR_MAGIC   0x5243u /* "RC" */
 #define UCT_RC_ADDR_VERSION 1
 
 /* Address blob layout (UCT_RC_EP_ADDR_SIZE bytes, little endian):
@@ -238,12 +238,9 @@ ucs_status_t uct_rc_ep_connect_to_ep(uct_rc_ep_t *ep, const void *remote_addr)
 static const char *uct_rc_opcode_name(uint8_t opcode)
 {
     switch (opcode) {
-    case IBV_WR_RDMA_WRITE:
-        return "RDMA WRITE";
-    case IBV_WR_RDMA_READ:
-        return "RDMA READ";
-    default:
-        return "SEND";
+    case IBV_WR_RDMA_WRITE: return "RDMA WRITE";
+    case IBV_WR_RDMA_READ: return "RDMA READ";
+    default: return "SEND";
     }
 }
 

@@ -305,22 +305,16 @@ void uct_rc_iface_desc_put(uct_rc_iface_t *iface, uint32_t index)
 ucs_status_t uct_rc_wc_status(enum ibv_wc_status status)
 {
     switch (status) {
-    case IBV_WC_SUCCESS:
-        return UCS_OK;
+    case IBV_WC_SUCCESS: return UCS_OK;
     case IBV_WC_REM_ACCESS_ERR:
     case IBV_WC_LOC_PROT_ERR:
-    case IBV_WC_LOC_ACCESS_ERR:
-        return UCS_ERR_INVALID_ADDR;
+    case IBV_WC_LOC_ACCESS_ERR: return UCS_ERR_INVALID_ADDR;
     case IBV_WC_RETRY_EXC_ERR:
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-        return UCS_ERR_ENDPOINT_TIMEOUT;
-    case IBV_WC_WR_FLUSH_ERR:
-        return UCS_ERR_CANCELED;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return UCS_ERR_ENDPOINT_TIMEOUT;
+    case IBV_WC_WR_FLUSH_ERR: return UCS_ERR_CANCELED;
     case IBV_WC_LOC_LEN_ERR:
-    case IBV_WC_REM_INV_REQ_ERR:
-        return UCS_ERR_MESSAGE_TRUNCATED;
-    default:
-        return UCS_ERR_IO_ERROR;
+    case IBV_WC_REM_INV_REQ_ERR: return UCS_ERR_MESSAGE_TRUNCATED;
+    default: return UCS_ERR_IO_ERROR;
     }
 }
 

@@ -27,7 +27,8 @@
 
 extern char **environ;
 
-namespace ucmt {
+namespace ucmt
+{
 
 /* ---- environment ---- */
 
@@ -92,9 +93,9 @@ ucm_mmap_hook_mode_t requested_mode()
 
 const char *mode_name(int mode)
 {
-    return ((mode >= 0) && (mode < UCM_MMAP_HOOK_LAST)) ?
-                   ucm_mmap_hook_modes[mode] :
-                   "?";
+    return ((mode >= 0) && (mode < UCM_MMAP_HOOK_LAST))
+               ? ucm_mmap_hook_modes[mode]
+               : "?";
 }
 
 bool hooks_available(std::string *reason)
@@ -210,14 +211,14 @@ bool readable(const void *addr)
 {
     char byte;
     struct iovec local  = {&byte, 1};
-    struct iovec remote = {const_cast<void*>(addr), 1};
+    struct iovec remote = {const_cast<void *>(addr), 1};
 
     return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1;
 }
 
 void touch(void *addr, size_t len)
 {
-    volatile char *p = (volatile char*)addr;
+    volatile char *p = (volatile char *)addr;
     size_t off;
 
     for (off = 0; off < len; off += page_size()) {
@@ -231,7 +232,7 @@ void no_thp(void *addr, size_t len)
     uintptr_t last  = align_down((uintptr_t)addr + len, page_size());
 
     if (last > first) {
-        ucm_orig_madvise((void*)first, last - first, MADV_NOHUGEPAGE);
+        ucm_orig_madvise((void *)first, last - first, MADV_NOHUGEPAGE);
     }
 }
 
@@ -249,8 +250,8 @@ void *map_anon(size_t len)
 
 void *free_range(size_t len)
 {
-    void *p = ucm_orig_mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
-                            -1, 0);
+    void *p =
+        ucm_orig_mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         return NULL;
     }
@@ -260,7 +261,8 @@ void *free_range(size_t len)
 
 /* ---- the page oracle ---- */
 
-namespace {
+namespace
+{
 
 enum {
     WATCH_VALID = 1, /* entry filled */
@@ -269,8 +271,8 @@ enum {
 };
 
 struct watch_entry {
-    uintptr_t        addr;
-    uint64_t         old_pfn;
+    uintptr_t addr;
+    uint64_t old_pfn;
     std::atomic<int> state;
 };
 
@@ -286,7 +288,8 @@ std::atomic<bool> armed(false);
 
 } // namespace
 
-namespace oracle {
+namespace oracle
+{
 
 void reset()
 {
@@ -304,7 +307,7 @@ void reset()
 bool watch_page(const void *addr)
 {
     uintptr_t page = align_down((uintptr_t)addr, page_size());
-    uint64_t frame = pfn((void*)page);
+    uint64_t frame = pfn((void *)page);
     size_t idx;
 
     if (frame == 0) {
@@ -327,7 +330,7 @@ size_t watch(const void *addr, size_t len)
     size_t n      = 0;
 
     for (; p < end; p += page_size()) {
-        if (!watch_page((void*)p)) {
+        if (!watch_page((void *)p)) {
             return 0;
         }
         ++n;
@@ -367,7 +370,7 @@ oracle_stats check()
             continue;
         }
         ++s.watched;
-        changed = (pfn((void*)watch_tab[i].addr) != watch_tab[i].old_pfn);
+        changed = (pfn((void *)watch_tab[i].addr) != watch_tab[i].old_pfn);
         if (st & (WATCH_OK | WATCH_LATE)) {
             ++s.reported;
         }
@@ -449,8 +452,8 @@ void callback(ucm_event_type_t type, ucm_event_t *event, void *)
             continue;
         }
         /* the pages must still be there, with their old frame */
-        w.state.fetch_or((pfn((void*)w.addr) == w.old_pfn) ? WATCH_OK :
-                                                              WATCH_LATE);
+        w.state.fetch_or((pfn((void *)w.addr) == w.old_pfn) ? WATCH_OK
+                                                            : WATCH_LATE);
     }
 }
 
@@ -551,10 +554,10 @@ static std::string read_all(int fd)
     return s;
 }
 
-child_result run_self(const std::string &scenario,
-                      const std::vector<std::pair<const char*, const char*> >
-                              &env,
-                      int timeout_s)
+child_result
+run_self(const std::string &scenario,
+         const std::vector<std::pair<const char *, const char *>> &env,
+         int timeout_s)
 {
     child_result r;
     char out_tmpl[] = "/tmp/ucmt-out-XXXXXX";
@@ -586,7 +589,7 @@ child_result run_self(const std::string &scenario,
                 setenv(env[i].first, env[i].second, 1);
             }
         }
-        execl(self_path.c_str(), self_path.c_str(), arg.c_str(), (char*)NULL);
+        execl(self_path.c_str(), self_path.c_str(), arg.c_str(), (char *)NULL);
         _exit(126);
     }
     if (pid > 0) {
@@ -614,7 +617,7 @@ child_scenario::child_scenario(const char *name, child_scenario_fn fn)
 int run_child_scenario(const char *name)
 {
     std::map<std::string, child_scenario_fn>::iterator it =
-            child_scenarios().find(name);
+        child_scenarios().find(name);
 
     if (it == child_scenarios().end()) {
         fprintf(stderr, "unknown child scenario '%s'\n", name);

@@ -27,7 +27,8 @@
 #include <utility>
 #include <vector>
 
-namespace ucmt {
+namespace ucmt
+{
 
 /* ---- environment ---- */
 
@@ -83,26 +84,27 @@ void *free_range(size_t len);
 /* ---- the page oracle (one at a time; tests run sequentially) ---- */
 
 struct oracle_stats {
-    size_t watched;        /* pages watched */
-    size_t changed;        /* pages whose frame changed or vanished */
-    size_t covered;        /* changed and reported while still old */
-    size_t uncovered;      /* changed, never reported before the change */
-    size_t late;           /* ... of which reported only after the change */
-    size_t over_reported;  /* reported, but frame unchanged */
-    size_t reported;       /* reported (changed or not) */
+    size_t watched;       /* pages watched */
+    size_t changed;       /* pages whose frame changed or vanished */
+    size_t covered;       /* changed and reported while still old */
+    size_t uncovered;     /* changed, never reported before the change */
+    size_t late;          /* ... of which reported only after the change */
+    size_t over_reported; /* reported, but frame unchanged */
+    size_t reported;      /* reported (changed or not) */
     std::vector<uintptr_t> uncovered_pages;
 
     std::string str() const;
 };
 
 struct event_record {
-    int       type;   /* UCM_EVENT_VM_MAPPED / UCM_EVENT_VM_UNMAPPED */
-    pid_t     tid;
+    int type; /* UCM_EVENT_VM_MAPPED / UCM_EVENT_VM_UNMAPPED */
+    pid_t tid;
     uintptr_t addr;
-    size_t    len;
+    size_t len;
 };
 
-namespace oracle {
+namespace oracle
+{
 /* Forget watched pages and events, disarm. */
 void reset();
 /* Watch every page of [addr, addr+len) (must be present): returns the
@@ -127,9 +129,9 @@ void callback(ucm_event_type_t type, ucm_event_t *event, void *arg);
 /* ---- child processes ---- */
 
 struct child_result {
-    bool        started;
-    bool        timed_out;
-    int         status;     /* waitpid status */
+    bool started;
+    bool timed_out;
+    int status; /* waitpid status */
     std::string out, err;
 
     bool exited_ok() const;
@@ -142,10 +144,10 @@ void set_self_path(const char *argv0);
 /* Run this binary as "--ucm-child=<scenario>" with extra environment
  * (name, value; value NULL unsets), capture stdout/stderr, kill it after
  * timeout_s seconds. */
-child_result run_self(const std::string &scenario,
-                      const std::vector<std::pair<const char*, const char*> >
-                              &env,
-                      int timeout_s = 60);
+child_result
+run_self(const std::string &scenario,
+         const std::vector<std::pair<const char *, const char *>> &env,
+         int timeout_s = 60);
 
 /* waitpid() with a deadline: kills the child (SIGKILL) and returns false
  * with *timed_out set if it did not finish in time. */
@@ -158,16 +160,17 @@ struct child_scenario {
 /* Run a registered scenario; returns its exit code (127: unknown). */
 int run_child_scenario(const char *name);
 
-#define UCMT_CHILD_SCENARIO(_name) \
-    static int ucmt_child_##_name(); \
-    static ::ucmt::child_scenario ucmt_child_reg_##_name(#_name, \
-                                                        ucmt_child_##_name); \
+#define UCMT_CHILD_SCENARIO(_name)                                             \
+    static int ucmt_child_##_name();                                           \
+    static ::ucmt::child_scenario ucmt_child_reg_##_name(#_name,               \
+                                                         ucmt_child_##_name);  \
     static int ucmt_child_##_name()
 
 /* ---- fixture ---- */
 
-class test : public ::testing::Test {
-protected:
+class test : public ::testing::Test
+{
+  protected:
     /* Skips the test if the hooks are not available; registers the oracle
      * handler for VM_MAPPED|VM_UNMAPPED at priority 0. */
     void SetUp() override;
@@ -179,26 +182,26 @@ protected:
     /* Logs the oracle statistics (as test properties and on stdout). */
     void record(const oracle_stats &s, const char *what = "oracle");
 
-private:
+  private:
     bool m_handler_set = false;
 };
 
 /* EXPECT that no changed page was left unreported (with details). */
-#define UCMT_EXPECT_COVERED(_stats) \
-    do { \
-        const ::ucmt::oracle_stats &_s = (_stats); \
-        EXPECT_EQ(0u, _s.uncovered) << "pages changed without a VM_UNMAPPED " \
-                                       "event before the change: " \
-                                    << _s.str(); \
+#define UCMT_EXPECT_COVERED(_stats)                                            \
+    do {                                                                       \
+        const ::ucmt::oracle_stats &_s = (_stats);                             \
+        EXPECT_EQ(0u, _s.uncovered) << "pages changed without a VM_UNMAPPED "  \
+                                       "event before the change: "             \
+                                    << _s.str();                               \
     } while (0)
 
 /* A GTEST_SKIP for tests of glibc-internal calls in reloc mode. */
-#define UCMT_SKIP_IF_RELOC_GLIBC_INTERNAL() \
-    do { \
-        if (reloc_mode()) { \
-            GTEST_SKIP() << "reloc mode patches GOT/PLT slots only: calls " \
-                            "made inside glibc are not seen by design"; \
-        } \
+#define UCMT_SKIP_IF_RELOC_GLIBC_INTERNAL()                                    \
+    do {                                                                       \
+        if (reloc_mode()) {                                                    \
+            GTEST_SKIP() << "reloc mode patches GOT/PLT slots only: calls "    \
+                            "made inside glibc are not seen by design";        \
+        }                                                                      \
     } while (0)
 
 } // namespace ucmt

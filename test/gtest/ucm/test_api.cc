@@ -19,18 +19,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
 const int ALL_MMAP_EVENTS =
-        UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP |
-        UCM_EVENT_SHMAT | UCM_EVENT_SHMDT | UCM_EVENT_SBRK |
-        UCM_EVENT_MADVISE | UCM_EVENT_BRK | UCM_EVENT_VM_MAPPED |
-        UCM_EVENT_VM_UNMAPPED;
-const int NATIVE_EVENTS = UCM_EVENT_MMAP | UCM_EVENT_MUNMAP |
-                          UCM_EVENT_MREMAP | UCM_EVENT_SHMAT |
-                          UCM_EVENT_SHMDT | UCM_EVENT_SBRK |
+    UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | UCM_EVENT_SHMAT |
+    UCM_EVENT_SHMDT | UCM_EVENT_SBRK | UCM_EVENT_MADVISE | UCM_EVENT_BRK |
+    UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED;
+const int NATIVE_EVENTS = UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP |
+                          UCM_EVENT_SHMAT | UCM_EVENT_SHMDT | UCM_EVENT_SBRK |
                           UCM_EVENT_MADVISE | UCM_EVENT_BRK;
 
 /* ---- installation ---- */
@@ -44,42 +43,45 @@ TEST(Install, HooksInstalledInRequestedMode)
     if (status != UCS_OK) {
         Dl_info info;
         void *fn = dlsym(RTLD_DEFAULT, "munmap");
-        std::string owner = (fn && dladdr(fn, &info) && info.dli_fname) ?
-                                    info.dli_fname : "?";
-        bool interposed   = (owner.find("/libc.so") == std::string::npos);
-        ADD_FAILURE() << "ucm_hooks_install() = " << (int)status << " in mode '"
-                      << mode_name(requested_mode()) << "'; munmap() resolves "
-                      << "to " << owner
-                      << (!interposed ? "" :
-                          "\n(regression? munmap/mmap/mremap/sbrk are "
-                          "interposed ahead of libc, e.g. by tcmalloc, which "
-                          "makes the system calls itself: libucm must hook "
-                          "the interposer's GOT slots too, or the install "
-                          "self-test fails and all events are disabled)");
+        std::string owner =
+            (fn && dladdr(fn, &info) && info.dli_fname) ? info.dli_fname : "?";
+        bool interposed = (owner.find("/libc.so") == std::string::npos);
+        ADD_FAILURE()
+            << "ucm_hooks_install() = " << (int)status << " in mode '"
+            << mode_name(requested_mode()) << "'; munmap() resolves "
+            << "to " << owner
+            << (!interposed
+                    ? ""
+                    : "\n(regression? munmap/mmap/mremap/sbrk are "
+                      "interposed ahead of libc, e.g. by tcmalloc, which "
+                      "makes the system calls itself: libucm must hook "
+                      "the interposer's GOT slots too, or the install "
+                      "self-test fails and all events are disabled)");
         return;
     }
     EXPECT_EQ(requested_mode(), ucm_hooks_installed_mode())
-            << "installed " << mode_name(ucm_hooks_installed_mode());
+        << "installed " << mode_name(ucm_hooks_installed_mode());
     count = ucm_hooks_query(hooks, 32);
     for (i = 0; (i < count) && (i < 32); ++i) {
         std::cout << "[ hook ] " << hooks[i].symbol << " state "
-                  << (int)hooks[i].state << " " << hooks[i].detail
-                  << std::endl;
+                  << (int)hooks[i].state << " " << hooks[i].detail << std::endl;
         if (hooks[i].events == 0) {
             continue; /* dlopen/dlclose: reloc bookkeeping only */
         }
         EXPECT_NE(UCM_HOOK_STATE_FAILED, hooks[i].state) << hooks[i].symbol;
         if (requested_mode() == UCM_MMAP_HOOK_BISTRO) {
             EXPECT_EQ(UCM_HOOK_STATE_BISTRO, hooks[i].state)
-                    << hooks[i].symbol << ": " << hooks[i].detail
-                    << " (glibc-internal calls of it would be missed)";
+                << hooks[i].symbol << ": " << hooks[i].detail
+                << " (glibc-internal calls of it would be missed)";
         } else {
             EXPECT_EQ(UCM_HOOK_STATE_RELOC, hooks[i].state) << hooks[i].symbol;
         }
     }
 }
 
-class Api : public ucmt::test {};
+class Api : public ucmt::test
+{
+};
 
 TEST_F(Api, TestEventsAll)
 {
@@ -102,13 +104,13 @@ TEST_F(Api, TestExternalEvents)
 TEST_F(Api, VmMunmapDeliversExactRange)
 {
     const size_t ps = page_size();
-    char *p         = (char*)map_anon(4 * ps);
+    char *p         = (char *)map_anon(4 * ps);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, 4 * ps));
     oracle::arm();
     ucm_vm_munmap(p + 100, 2 * ps + 5);
-    oracle_stats s = oracle::check();
+    oracle_stats s               = oracle::check();
     std::vector<event_record> ev = oracle::events(UCM_EVENT_VM_UNMAPPED);
     ASSERT_EQ(1u, ev.size());
     EXPECT_EQ((uintptr_t)p + 100, ev[0].addr);
@@ -122,7 +124,7 @@ TEST_F(Api, VmMunmapDeliversExactRange)
 TEST_F(Api, VmMmapDeliversExactRange)
 {
     const size_t ps = page_size();
-    char *p         = (char*)map_anon(ps);
+    char *p         = (char *)map_anon(ps);
 
     ASSERT_TRUE(p != NULL);
     oracle::arm();
@@ -140,7 +142,7 @@ TEST_F(Api, VmMmapDeliversExactRange)
 std::atomic<int> native_count(0);
 std::atomic<pid_t> native_tid(0);
 
-void count_cb(ucm_event_type_t, ucm_event_t*, void*)
+void count_cb(ucm_event_type_t, ucm_event_t *, void *)
 {
     if (tid() == native_tid.load()) {
         ++native_count;
@@ -156,22 +158,22 @@ TEST_F(Api, OrigFunctionsRaiseNoEvents)
     ASSERT_EQ(UCS_OK, ucm_set_event_handler(NATIVE_EVENTS, 0, count_cb, NULL));
     oracle::arm();
 
-    char *p = (char*)ucm_orig_mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(MAP_FAILED, (void*)p);
+    char *p = (char *)ucm_orig_mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, (void *)p);
     touch(p, 4 * ps);
     EXPECT_EQ(0, ucm_orig_madvise(p, ps, MADV_DONTNEED));
-    EXPECT_EQ((void*)p, ucm_orig_mremap(p, 4 * ps, 2 * ps, 0));
+    EXPECT_EQ((void *)p, ucm_orig_mremap(p, 4 * ps, 2 * ps, 0));
     EXPECT_EQ(0, ucm_orig_munmap(p, 2 * ps));
     int id = shmget(IPC_PRIVATE, ps, IPC_CREAT | 0600);
     if (id >= 0) {
         void *a = ucm_orig_shmat(id, NULL, 0);
-        EXPECT_NE((void*)-1, a);
+        EXPECT_NE((void *)-1, a);
         EXPECT_EQ(0, ucm_orig_shmdt(a));
         shmctl(id, IPC_RMID, NULL);
     }
     void *cur = ucm_orig_sbrk(0);
-    EXPECT_NE((void*)-1, cur);
+    EXPECT_NE((void *)-1, cur);
     EXPECT_EQ(0, ucm_orig_brk(cur));
 
     oracle::disarm();
@@ -179,22 +181,22 @@ TEST_F(Api, OrigFunctionsRaiseNoEvents)
     EXPECT_EQ(0, native_count.load()) << "native events from ucm_orig_*";
     EXPECT_EQ(0u, oracle::events(UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED,
                                  NULL, 0, tid())
-                          .size())
-            << "VM events from ucm_orig_*";
+                      .size())
+        << "VM events from ucm_orig_*";
 }
 
 struct maps_find {
-    uintptr_t   addr;
-    bool        found;
-    size_t      length;
-    int         prot;
+    uintptr_t addr;
+    bool found;
+    size_t length;
+    int prot;
     std::string path;
 };
 
 int maps_find_cb(void *arg, void *addr, size_t length, int prot,
                  const char *path)
 {
-    maps_find *f = (maps_find*)arg;
+    maps_find *f = (maps_find *)arg;
 
     if ((uintptr_t)addr == f->addr) {
         f->found  = true;
@@ -210,13 +212,13 @@ TEST_F(Api, ParseProcSelfMapsFindsMapping)
 {
     const size_t ps = page_size();
     /* PROT_NONE guards around it, so that it cannot merge with neighbours */
-    char *r = (char*)mmap(NULL, 7 * ps, PROT_NONE,
-                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *r = (char *)mmap(NULL, 7 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0);
 
-    ASSERT_NE(MAP_FAILED, (void*)r);
-    ASSERT_EQ((void*)(r + ps),
-              mmap(r + ps, 5 * ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS |
-                   MAP_FIXED, -1, 0));
+    ASSERT_NE(MAP_FAILED, (void *)r);
+    ASSERT_EQ((void *)(r + ps),
+              mmap(r + ps, 5 * ps, PROT_READ,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
     maps_find f = {(uintptr_t)(r + ps), false, 0, 0, ""};
     ucm_parse_proc_self_maps(maps_find_cb, &f);
     ASSERT_TRUE(f.found);
@@ -227,10 +229,10 @@ TEST_F(Api, ParseProcSelfMapsFindsMapping)
     int fd = memfd_create("ucmt-maps-probe", MFD_CLOEXEC);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(0, ftruncate(fd, 3 * ps));
-    char *m = (char*)mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                          0);
+    char *m =
+        (char *)mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    ASSERT_NE(MAP_FAILED, (void*)m);
+    ASSERT_NE(MAP_FAILED, (void *)m);
     maps_find g = {(uintptr_t)m, false, 0, 0, ""};
     ucm_parse_proc_self_maps(maps_find_cb, &g);
     ASSERT_TRUE(g.found);
@@ -264,13 +266,13 @@ TEST_F(Api, HandlerOfNoEventIsAccepted)
 
 struct order_log {
     std::atomic<int> n;
-    int              munmap_prio[16];
-    int              vm_prio[16];
+    int munmap_prio[16];
+    int vm_prio[16];
     std::atomic<int> vm_n;
-    bool             munmap_readable[16]; /* page still there? */
-    int              munmap_result[16];
-    uintptr_t        target;
-    pid_t            tid;
+    bool munmap_readable[16]; /* page still there? */
+    int munmap_result[16];
+    uintptr_t target;
+    pid_t tid;
 };
 order_log olog;
 
@@ -280,7 +282,7 @@ struct prio_arg {
 
 void order_cb(ucm_event_type_t type, ucm_event_t *event, void *arg)
 {
-    int prio = ((prio_arg*)arg)->prio;
+    int prio = ((prio_arg *)arg)->prio;
     int i;
 
     if (tid() != olog.tid) {
@@ -291,7 +293,7 @@ void order_cb(ucm_event_type_t type, ucm_event_t *event, void *arg)
         i = olog.n++;
         if (i < 16) {
             olog.munmap_prio[i]     = prio;
-            olog.munmap_readable[i] = readable((void*)olog.target);
+            olog.munmap_readable[i] = readable((void *)olog.target);
             olog.munmap_result[i]   = event->munmap.result;
         }
     } else if ((type == UCM_EVENT_VM_UNMAPPED) &&
@@ -306,23 +308,22 @@ void order_cb(ucm_event_type_t type, ucm_event_t *event, void *arg)
 TEST_F(Api, HandlersCalledInPriorityOrder)
 {
     /* two handlers at -3: the one added first is called first */
-    static prio_arg args[] = {{5}, {-3}, {0}, {-10}, {10}, {-3}, {-1}};
+    static prio_arg args[]      = {{5}, {-3}, {0}, {-10}, {10}, {-3}, {-1}};
     static const int expected[] = {-10, -3, -3, -1, 0, 5, 10};
-    const int n = (int)(sizeof(args) / sizeof(args[0]));
-    const size_t ps = page_size();
+    const int n                 = (int)(sizeof(args) / sizeof(args[0]));
+    const size_t ps             = page_size();
     int i;
 
     olog.n    = 0;
     olog.vm_n = 0;
     olog.tid  = tid();
-    char *p   = (char*)map_anon(ps);
+    char *p   = (char *)map_anon(ps);
     ASSERT_TRUE(p != NULL);
     olog.target = (uintptr_t)p;
     for (i = 0; i < n; ++i) {
-        ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MUNMAP |
-                                                        UCM_EVENT_VM_UNMAPPED,
-                                                args[i].prio, order_cb,
-                                                &args[i]));
+        ASSERT_EQ(UCS_OK, ucm_set_event_handler(
+                              UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED,
+                              args[i].prio, order_cb, &args[i]));
     }
     ASSERT_EQ(0, munmap(p, ps));
     for (i = 0; i < n; ++i) {
@@ -347,8 +348,8 @@ TEST_F(Api, HandlersCalledInPriorityOrder)
 /* The same-priority order, identified by argument. */
 struct same_prio_log {
     std::atomic<int> n;
-    int              who[4];
-    uintptr_t        target;
+    int who[4];
+    uintptr_t target;
 };
 same_prio_log splog;
 
@@ -365,21 +366,21 @@ void same_prio_cb(ucm_event_type_t, ucm_event_t *event, void *arg)
 TEST_F(Api, EqualPrioritiesInInsertionOrder)
 {
     const size_t ps = page_size();
-    char *p         = (char*)map_anon(ps);
+    char *p         = (char *)map_anon(ps);
     int i;
 
     ASSERT_TRUE(p != NULL);
     splog.n      = 0;
     splog.target = (uintptr_t)p;
     for (i = 1; i <= 3; ++i) {
-        ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 7,
-                                                same_prio_cb,
-                                                (void*)(intptr_t)i));
+        ASSERT_EQ(UCS_OK,
+                  ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 7, same_prio_cb,
+                                        (void *)(intptr_t)i));
     }
     munmap(p, ps);
     for (i = 1; i <= 3; ++i) {
         ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, same_prio_cb,
-                                (void*)(intptr_t)i);
+                                (void *)(intptr_t)i);
     }
     ASSERT_EQ(3, splog.n.load());
     EXPECT_EQ(1, splog.who[0]);
@@ -390,7 +391,7 @@ TEST_F(Api, EqualPrioritiesInInsertionOrder)
 /* A handler before the call (priority < 0) shortens munmap to one page. */
 uintptr_t shorten_target;
 
-void shorten_cb(ucm_event_type_t type, ucm_event_t *event, void*)
+void shorten_cb(ucm_event_type_t type, ucm_event_t *event, void *)
 {
     if ((type == UCM_EVENT_MUNMAP) &&
         ((uintptr_t)event->munmap.address == shorten_target)) {
@@ -401,15 +402,15 @@ void shorten_cb(ucm_event_type_t type, ucm_event_t *event, void*)
 TEST_F(Api, NegativePriorityHandlerChangesMunmapLength)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     shorten_target = (uintptr_t)p;
     ASSERT_EQ(4u, oracle::watch(p, len));
-    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MUNMAP, -1, shorten_cb,
-                                            NULL));
+    ASSERT_EQ(UCS_OK,
+              ucm_set_event_handler(UCM_EVENT_MUNMAP, -1, shorten_cb, NULL));
     oracle::arm();
-    int ret = munmap(p, len);
+    int ret        = munmap(p, len);
     oracle_stats s = oracle::check();
     ucm_unset_event_handler(UCM_EVENT_MUNMAP, shorten_cb, NULL);
     record(s);
@@ -428,7 +429,7 @@ TEST_F(Api, NegativePriorityHandlerChangesMunmapLength)
  * handlers ran, in src/ucm/mmap/ucm_mmap_hooks.c, ucm_munmap().) */
 uintptr_t enlarge_target;
 
-void enlarge_cb(ucm_event_type_t type, ucm_event_t *event, void*)
+void enlarge_cb(ucm_event_type_t type, ucm_event_t *event, void *)
 {
     if ((type == UCM_EVENT_MUNMAP) &&
         ((uintptr_t)event->munmap.address == enlarge_target)) {
@@ -439,15 +440,15 @@ void enlarge_cb(ucm_event_type_t type, ucm_event_t *event, void*)
 TEST_F(Api, NegativePriorityHandlerEnlargesMunmap)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     enlarge_target = (uintptr_t)p;
     ASSERT_EQ(4u, oracle::watch(p, len));
-    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MUNMAP, -1, enlarge_cb,
-                                            NULL));
+    ASSERT_EQ(UCS_OK,
+              ucm_set_event_handler(UCM_EVENT_MUNMAP, -1, enlarge_cb, NULL));
     oracle::arm();
-    int ret = munmap(p, ps);
+    int ret        = munmap(p, ps);
     oracle_stats s = oracle::check();
     ucm_unset_event_handler(UCM_EVENT_MUNMAP, enlarge_cb, NULL);
     record(s);
@@ -455,28 +456,29 @@ TEST_F(Api, NegativePriorityHandlerEnlargesMunmap)
     EXPECT_FALSE(readable(p + 3 * ps)) << "the handler enlarged the call";
     EXPECT_EQ(4u, s.changed);
     EXPECT_EQ(0u, s.uncovered)
-            << "pages unmapped because a priority<0 handler changed the "
-               "munmap arguments got no VM_UNMAPPED (dispatched with the "
-               "original arguments?): " << s.str();
+        << "pages unmapped because a priority<0 handler changed the "
+           "munmap arguments got no VM_UNMAPPED (dispatched with the "
+           "original arguments?): "
+        << s.str();
 }
 
 /* A VM_UNMAPPED handler that itself unmaps another region: the nested call
  * must be reported too, and nothing may deadlock. */
 uintptr_t nested_outer, nested_inner;
 
-void nested_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void nested_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     if ((uintptr_t)event->vm_unmapped.address == nested_outer) {
         nested_outer = 0;
-        munmap((void*)nested_inner, 2 * page_size());
+        munmap((void *)nested_inner, 2 * page_size());
     }
 }
 
 TEST_F(Api, HandlerMayUnmapFromHandler)
 {
     const size_t ps = page_size();
-    char *outer     = (char*)map_anon(2 * ps);
-    char *inner     = (char*)map_anon(2 * ps);
+    char *outer     = (char *)map_anon(2 * ps);
+    char *inner     = (char *)map_anon(2 * ps);
 
     ASSERT_TRUE((outer != NULL) && (inner != NULL));
     ASSERT_EQ(2u, oracle::watch(outer, 2 * ps));
@@ -500,7 +502,7 @@ TEST_F(Api, HandlerMayUnmapFromHandler)
 /* Removing some of a handler's events keeps the others. */
 std::atomic<int> subset_mapped(0), subset_unmapped(0);
 
-void subset_cb(ucm_event_type_t type, ucm_event_t*, void*)
+void subset_cb(ucm_event_type_t type, ucm_event_t *, void *)
 {
     if (type == UCM_EVENT_VM_MAPPED) {
         ++subset_mapped;
@@ -515,9 +517,9 @@ TEST_F(Api, UnsetSubsetOfEvents)
 
     subset_mapped   = 0;
     subset_unmapped = 0;
-    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_MAPPED |
-                                                    UCM_EVENT_VM_UNMAPPED,
-                                            0, subset_cb, NULL));
+    ASSERT_EQ(UCS_OK,
+              ucm_set_event_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED,
+                                    0, subset_cb, NULL));
     ucm_unset_event_handler(UCM_EVENT_VM_MAPPED, subset_cb, NULL);
     void *p = map_anon(ps);
     ASSERT_TRUE(p != NULL);
@@ -529,16 +531,16 @@ TEST_F(Api, UnsetSubsetOfEvents)
 
 /* Memory-type events go to their handlers with the payload unchanged. */
 struct memtype_seen {
-    int               type;
-    void              *addr;
-    size_t            size;
+    int type;
+    void *addr;
+    size_t size;
     ucs_memory_type_t mem_type;
-    int               calls;
+    int calls;
 };
 
 void memtype_cb(ucm_event_type_t type, ucm_event_t *event, void *arg)
 {
-    memtype_seen *seen = (memtype_seen*)arg;
+    memtype_seen *seen = (memtype_seen *)arg;
 
     seen->type     = type;
     seen->addr     = event->mem_type.address;
@@ -550,10 +552,10 @@ void memtype_cb(ucm_event_type_t type, ucm_event_t *event, void *arg)
 TEST_F(Api, MemTypeEventsDispatched)
 {
     memtype_seen seen = {0, NULL, 0, UCS_MEMORY_TYPE_HOST, 0};
-    void *addr        = (void*)0x12345000ul;
+    void *addr        = (void *)0x12345000ul;
 
     ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MEM_TYPE_ALLOC |
-                                                    UCM_EVENT_MEM_TYPE_FREE,
+                                                UCM_EVENT_MEM_TYPE_FREE,
                                             0, memtype_cb, &seen));
     ucm_dispatch_mem_type_alloc(addr, 8192, UCS_MEMORY_TYPE_CUDA);
     EXPECT_EQ(1, seen.calls);
@@ -575,7 +577,7 @@ TEST_F(Api, MemTypeEventsDispatched)
 
 std::atomic<int> unset_calls(0);
 
-void unset_cb(ucm_event_type_t, ucm_event_t*, void*)
+void unset_cb(ucm_event_type_t, ucm_event_t *, void *)
 {
     ++unset_calls;
 }
@@ -585,8 +587,8 @@ TEST_F(Api, UnsetHandlerStopsDelivery)
     const size_t ps = page_size();
 
     unset_calls = 0;
-    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, unset_cb,
-                                            NULL));
+    ASSERT_EQ(UCS_OK,
+              ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, unset_cb, NULL));
     void *p = map_anon(ps);
     ASSERT_TRUE(p != NULL);
     munmap(p, ps);
@@ -602,15 +604,15 @@ TEST_F(Api, UnsetHandlerStopsDelivery)
 /* Other threads keep unmapping; after ucm_unset_event_handler() returns the
  * handler must not be running and must never run again. */
 struct unset_slot {
-    std::atomic<int>  active;
+    std::atomic<int> active;
     std::atomic<bool> removed;
     std::atomic<long> calls;
     std::atomic<long> violations;
 };
 
-void unset_mt_cb(ucm_event_type_t, ucm_event_t*, void *arg)
+void unset_mt_cb(ucm_event_type_t, ucm_event_t *, void *arg)
 {
-    unset_slot *slot = (unset_slot*)arg;
+    unset_slot *slot = (unset_slot *)arg;
 
     ++slot->active;
     ++slot->calls;
@@ -641,7 +643,7 @@ void relax()
     }
 }
 
-void *unset_worker(void*)
+void *unset_worker(void *)
 {
     const size_t ps = page_size();
     unsigned i;
@@ -675,7 +677,7 @@ TEST_F(Api, UnsetHandlerMultiThreadNoLateCall)
         slot.calls      = 0;
         slot.violations = 0;
         ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED |
-                                                        UCM_EVENT_VM_MAPPED,
+                                                    UCM_EVENT_VM_MAPPED,
                                                 0, unset_mt_cb, &slot));
         for (spins = 0; (slot.calls.load() < 3) && (spins < wait_spins);
              ++spins) {
@@ -690,7 +692,7 @@ TEST_F(Api, UnsetHandlerMultiThreadNoLateCall)
             relax();
         }
         total_calls += slot.calls.load();
-        violations  += slot.violations.load();
+        violations += slot.violations.load();
     }
     unset_stop = true;
     for (i = 0; i < nthreads; ++i) {
@@ -703,7 +705,7 @@ TEST_F(Api, UnsetHandlerMultiThreadNoLateCall)
 
 /* ---- disabled events, modes, configuration (fresh processes) ---- */
 
-void dummy_cb(ucm_event_type_t, ucm_event_t*, void*)
+void dummy_cb(ucm_event_type_t, ucm_event_t *, void *)
 {
 }
 
@@ -730,14 +732,14 @@ TEST(Disabled, EnableEventsOffInForkedChild)
     ASSERT_TRUE(wait_child(pid, 60, &status, &timed_out)) << "child hung";
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(0, WEXITSTATUS(status))
-            << "ucm_set_event_handler() with enable_events=0 did not return "
-               "UCS_ERR_UNSUPPORTED (or refused a handler of no event)";
+        << "ucm_set_event_handler() with enable_events=0 did not return "
+           "UCS_ERR_UNSUPPORTED (or refused a handler of no event)";
 }
 
 UCMT_CHILD_SCENARIO(expect_unsupported)
 {
-    ucs_status_t status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
-                                                dummy_cb, NULL);
+    ucs_status_t status =
+        ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, dummy_cb, NULL);
     printf("status=%d mode=%s installed=%s\n", (int)status,
            mode_name(ucm_global_opts.mmap_hook_mode),
            mode_name(ucm_hooks_installed_mode()));
@@ -752,8 +754,8 @@ TEST(Disabled, MemEventsNoByEnvironment)
 
 TEST(Disabled, HookModeNone)
 {
-    child_result r = run_self("expect_unsupported",
-                              {{"UCX_MEM_MMAP_HOOK_MODE", "none"}});
+    child_result r =
+        run_self("expect_unsupported", {{"UCX_MEM_MMAP_HOOK_MODE", "none"}});
     EXPECT_TRUE(r.exited_ok()) << r.str();
 }
 
@@ -771,18 +773,19 @@ UCMT_CHILD_SCENARIO(mode_none_then_real)
         return 1;
     }
     /* the mode the parent runs in (known to work there) */
-    const char *target = getenv("UCMT_TARGET_MODE");
-    opts.mmap_hook_mode = (target && !strcmp(target, "reloc")) ?
-                                  UCM_MMAP_HOOK_RELOC :
-                                  UCM_MMAP_HOOK_BISTRO;
+    const char *target  = getenv("UCMT_TARGET_MODE");
+    opts.mmap_hook_mode = (target && !strcmp(target, "reloc"))
+                              ? UCM_MMAP_HOOK_RELOC
+                              : UCM_MMAP_HOOK_BISTRO;
     ucm_set_global_opts(&opts);
-    ucs_status_t status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
-                                                dummy_cb, NULL);
-    printf("then %s: status %d, installed %s\n",
-           mode_name(opts.mmap_hook_mode), (int)status,
-           mode_name(ucm_hooks_installed_mode()));
+    ucs_status_t status =
+        ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, dummy_cb, NULL);
+    printf("then %s: status %d, installed %s\n", mode_name(opts.mmap_hook_mode),
+           (int)status, mode_name(ucm_hooks_installed_mode()));
     return ((status == UCS_OK) &&
-            (ucm_hooks_installed_mode() == opts.mmap_hook_mode)) ? 0 : 2;
+            (ucm_hooks_installed_mode() == opts.mmap_hook_mode))
+               ? 0
+               : 2;
 }
 
 TEST(Disabled, HookModeNoneThenRealMode)
@@ -792,10 +795,10 @@ TEST(Disabled, HookModeNoneThenRealMode)
     if (!hooks_available(&reason)) {
         GTEST_SKIP() << reason;
     }
-    child_result r = run_self("mode_none_then_real",
-                              {{"UCX_MEM_MMAP_HOOK_MODE", NULL},
-                               {"UCMT_TARGET_MODE",
-                                mode_name(requested_mode())}});
+    child_result r =
+        run_self("mode_none_then_real",
+                 {{"UCX_MEM_MMAP_HOOK_MODE", NULL},
+                  {"UCMT_TARGET_MODE", mode_name(requested_mode())}});
     EXPECT_TRUE(r.exited_ok()) << r.str();
 }
 
@@ -803,7 +806,7 @@ std::atomic<int> ext_calls(0);
 uintptr_t ext_addr;
 size_t ext_len;
 
-void ext_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void ext_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     ++ext_calls;
     ext_addr = (uintptr_t)event->vm_unmapped.address;
@@ -872,9 +875,9 @@ std::vector<std::string> nonempty_lines(const std::string &s)
 
 TEST(Config, InvalidHookModeOneErrorLineKeepsDefault)
 {
-    child_result r = run_self("print_mode",
-                              {{"UCX_MEM_MMAP_HOOK_MODE", "garbage"},
-                               {"UCX_MEM_LOG_LEVEL", NULL}});
+    child_result r =
+        run_self("print_mode", {{"UCX_MEM_MMAP_HOOK_MODE", "garbage"},
+                                {"UCX_MEM_LOG_LEVEL", NULL}});
     ASSERT_TRUE(r.exited_ok()) << r.str();
     EXPECT_EQ("mode=bistro\n", r.out) << "the default must be kept";
     std::vector<std::string> lines = nonempty_lines(r.err);
@@ -890,9 +893,9 @@ TEST(Config, InvalidHookModeOneErrorLineKeepsDefault)
 
 TEST(Config, ValidHookModeNoOutput)
 {
-    child_result r = run_self("print_mode",
-                              {{"UCX_MEM_MMAP_HOOK_MODE", "reloc"},
-                               {"UCX_MEM_LOG_LEVEL", NULL}});
+    child_result r =
+        run_self("print_mode", {{"UCX_MEM_MMAP_HOOK_MODE", "reloc"},
+                                {"UCX_MEM_LOG_LEVEL", NULL}});
     ASSERT_TRUE(r.exited_ok()) << r.str();
     EXPECT_EQ("mode=reloc\n", r.out);
     EXPECT_EQ("", r.err);

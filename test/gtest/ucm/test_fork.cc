@@ -14,20 +14,25 @@
 
 extern char **environ;
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
-class Spawn : public ucmt::test {};
-class Fork : public ucmt::test {};
+class Spawn : public ucmt::test
+{
+};
+class Fork : public ucmt::test
+{
+};
 
 const char *TRUE_BIN = "/bin/true";
 
 TEST_F(Spawn, PosixSpawnNoFalseUnmap)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
-    char *argv[]    = {(char*)TRUE_BIN, NULL};
+    char *p      = (char *)map_anon(len);
+    char *argv[] = {(char *)TRUE_BIN, NULL};
     pid_t pid;
     int status;
     bool timed_out;
@@ -51,8 +56,8 @@ TEST_F(Spawn, PosixSpawnNoFalseUnmap)
 
 pid_t vfork_exec_true()
 {
-    static char *argv[] = {(char*)TRUE_BIN, NULL};
-    pid_t pid = vfork();
+    static char *argv[] = {(char *)TRUE_BIN, NULL};
+    pid_t pid           = vfork();
 
     if (pid == 0) {
         execve(TRUE_BIN, argv, environ);
@@ -64,7 +69,7 @@ pid_t vfork_exec_true()
 TEST_F(Spawn, VforkExecNoFalseUnmap)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
     int status;
     bool timed_out;
 
@@ -90,18 +95,17 @@ TEST_F(Spawn, VforkExecNoFalseUnmap)
 volatile uintptr_t child_target;
 volatile int child_hit;
 
-void child_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void child_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     uintptr_t a = (uintptr_t)event->vm_unmapped.address;
 
-    if ((a <= child_target) &&
-        (child_target < a + event->vm_unmapped.size)) {
+    if ((a <= child_target) && (child_target < a + event->vm_unmapped.size)) {
         /* 1: reported while the page was still mapped, 2: too late */
-        child_hit = readable((void*)child_target) ? 1 : 2;
+        child_hit = readable((void *)child_target) ? 1 : 2;
     }
 }
 
-void noop_cb(ucm_event_type_t, ucm_event_t*, void*)
+void noop_cb(ucm_event_type_t, ucm_event_t *, void *)
 {
 }
 
@@ -135,7 +139,7 @@ int child_check_events()
 std::atomic<bool> workers_stop(false);
 std::atomic<long> worker_iters(0);
 
-void *mmap_worker(void*)
+void *mmap_worker(void *)
 {
     const size_t ps = page_size();
     unsigned i;
@@ -144,7 +148,7 @@ void *mmap_worker(void*)
         void *p = mmap(NULL, ps, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p != MAP_FAILED) {
-            *(volatile char*)p = 1;
+            *(volatile char *)p = 1;
             munmap(p, ps);
         }
         ++worker_iters;
@@ -152,7 +156,7 @@ void *mmap_worker(void*)
     return NULL;
 }
 
-void *churn_worker(void*)
+void *churn_worker(void *)
 {
     unsigned i;
 
@@ -221,9 +225,10 @@ TEST_F(Fork, ForkWhileThreadsInHooks)
         }
         if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
             if (failed++ == 0) {
-                first_failure = WIFEXITED(status) ?
-                        "exit " + std::to_string(WEXITSTATUS(status)) :
-                        "signal " + std::to_string(WTERMSIG(status));
+                first_failure =
+                    WIFEXITED(status)
+                        ? "exit " + std::to_string(WEXITSTATUS(status))
+                        : "signal " + std::to_string(WTERMSIG(status));
             }
         }
     }
@@ -241,7 +246,7 @@ pid_t handler_fork_pid;
 pid_t fork_parent_pid;
 uintptr_t fork_trigger;
 
-void forking_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void forking_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     int expected = 0;
 
@@ -252,7 +257,7 @@ void forking_cb(ucm_event_type_t, ucm_event_t *event, void*)
     }
     pid_t pid = fork();
     if (pid != 0) {
-        handler_fork_pid = pid;
+        handler_fork_pid   = pid;
         handler_fork_state = 2;
     }
 }
@@ -270,11 +275,11 @@ TEST_F(Fork, ForkFromEventHandler)
                                             forking_cb, NULL));
     for (r = 0; r < rounds; ++r) {
         SCOPED_TRACE(testing::Message() << "round " << r);
-        char *p = (char*)map_anon(2 * ps);
+        char *p = (char *)map_anon(2 * ps);
         ASSERT_TRUE(p != NULL);
         handler_fork_state = 0;
         fork_trigger       = (uintptr_t)p;
-        int ret = munmap(p, 2 * ps);
+        int ret            = munmap(p, 2 * ps);
         if (getpid() != fork_parent_pid) {
             /* the child, back from the handler and from munmap (alone:
              * no other thread can have mapped p again) */
@@ -287,7 +292,7 @@ TEST_F(Fork, ForkFromEventHandler)
         int status = 0;
         bool timed_out;
         ASSERT_TRUE(wait_child(handler_fork_pid, 60, &status, &timed_out))
-                << "child forked in a handler hung";
+            << "child forked in a handler hung";
         EXPECT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
         EXPECT_EQ(0, WEXITSTATUS(status));
     }

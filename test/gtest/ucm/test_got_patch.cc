@@ -11,7 +11,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-namespace {
+namespace
+{
 
 std::atomic<unsigned long> getppid_calls{0};
 pid_t (*getppid_next)(void) = nullptr;
@@ -30,17 +31,17 @@ __attribute__((noinline)) pid_t call_getppid()
 
 TEST(GotPatch, HookReachedAndForwardsToReal)
 {
-    auto real = (pid_t (*)(void))dlsym(RTLD_NEXT, "getppid");
-    ASSERT_NE(nullptr, (void*)real);
+    auto real = (pid_t(*)(void))dlsym(RTLD_NEXT, "getppid");
+    ASSERT_NE(nullptr, (void *)real);
     getppid_next = real;
 
-    ucm_got_patch_t patch = {"getppid", (void*)getppid_hook, (void*)real,
+    ucm_got_patch_t patch = {"getppid", (void *)getppid_hook, (void *)real,
                              nullptr};
     unsigned long written = 0;
     ASSERT_EQ(UCS_OK, ucm_got_patch_apply(&patch, 1, &written));
     EXPECT_GE(written, 1ul) << "this program's GOT names getppid";
     if (patch.foreign != nullptr) {
-        getppid_next = (pid_t (*)(void))patch.foreign; /* chain */
+        getppid_next = (pid_t(*)(void))patch.foreign; /* chain */
     }
 
     unsigned long before = getppid_calls.load();
@@ -57,12 +58,12 @@ TEST(GotPatch, HookReachedAndForwardsToReal)
 
 TEST(GotPatch, BadInput)
 {
-    ucm_got_patch_t patch = {"getppid", nullptr, (void*)getppid, nullptr};
+    ucm_got_patch_t patch = {"getppid", nullptr, (void *)getppid, nullptr};
     unsigned long written = 7;
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, ucm_got_patch_apply(nullptr, 1, &written));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, ucm_got_patch_apply(&patch, 1, &written));
-    patch.hook   = (void*)getppid_hook;
+    patch.hook   = (void *)getppid_hook;
     patch.symbol = nullptr;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, ucm_got_patch_apply(&patch, 1, &written));
     EXPECT_EQ(7ul, written) << "output set only on success";

@@ -16,19 +16,20 @@
 UCMT_TESTLIB_DECLARE(ucmt_linked_);
 UCMT_TESTLIB_DECLARE(ucmt_static_);
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
 struct lib_funcs {
     std::string name;
-    void *(*mmap_fn)(void*, size_t, int, int, int, off_t);
-    int (*munmap_fn)(void*, size_t);
-    void *(*mremap_fn)(void*, size_t, size_t, int, void*);
-    int (*madvise_fn)(void*, size_t, int);
-    void *(*dlopen_fn)(const char*, int);
+    void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+    int (*munmap_fn)(void *, size_t);
+    void *(*mremap_fn)(void *, size_t, size_t, int, void *);
+    int (*madvise_fn)(void *, size_t, int);
+    void *(*dlopen_fn)(const char *, int);
     const char *(*name_fn)(void);
-    int (*munmap_table_fn)(void*, size_t);
+    int (*munmap_table_fn)(void *, size_t);
 };
 
 std::string lib_path(const char *name)
@@ -56,8 +57,9 @@ bool lib_from_handle(void *handle, lib_funcs *f)
            f->dlopen_fn && f->name_fn && f->munmap_table_fn;
 }
 
-class Library : public ucmt::test {
-protected:
+class Library : public ucmt::test
+{
+  protected:
     void TearDown() override
     {
         while (!m_handles.empty()) {
@@ -86,7 +88,7 @@ protected:
         SCOPED_TRACE("library " + f.name);
         {
             SCOPED_TRACE("munmap");
-            p = (char*)map_anon(len);
+            p = (char *)map_anon(len);
             ASSERT_TRUE(p != NULL);
             ASSERT_EQ(4u, oracle::watch(p, len));
             oracle::arm();
@@ -98,14 +100,14 @@ protected:
         }
         {
             SCOPED_TRACE("mmap(MAP_FIXED)");
-            p = (char*)map_anon(len);
+            p = (char *)map_anon(len);
             ASSERT_TRUE(p != NULL);
             ASSERT_EQ(4u, oracle::watch(p, len));
             oracle::arm();
-            ASSERT_EQ((void*)p, f.mmap_fn(p, len, PROT_READ | PROT_WRITE,
-                                          MAP_PRIVATE | MAP_ANONYMOUS |
-                                                  MAP_FIXED,
-                                          -1, 0));
+            ASSERT_EQ((void *)p,
+                      f.mmap_fn(p, len, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                                0));
             oracle_stats s = oracle::check();
             EXPECT_EQ(4u, s.changed);
             UCMT_EXPECT_COVERED(s);
@@ -114,11 +116,11 @@ protected:
         }
         {
             SCOPED_TRACE("mremap (shrink)");
-            p = (char*)map_anon(len);
+            p = (char *)map_anon(len);
             ASSERT_TRUE(p != NULL);
             ASSERT_EQ(4u, oracle::watch(p, len));
             oracle::arm();
-            ASSERT_EQ((void*)p, f.mremap_fn(p, len, ps, 0, NULL));
+            ASSERT_EQ((void *)p, f.mremap_fn(p, len, ps, 0, NULL));
             oracle_stats s = oracle::check();
             EXPECT_EQ(3u, s.changed);
             UCMT_EXPECT_COVERED(s);
@@ -127,7 +129,7 @@ protected:
         }
         {
             SCOPED_TRACE("madvise(MADV_DONTNEED)");
-            p = (char*)map_anon(len);
+            p = (char *)map_anon(len);
             ASSERT_TRUE(p != NULL);
             ASSERT_EQ(4u, oracle::watch(p, len));
             oracle::arm();
@@ -144,7 +146,7 @@ protected:
     void check_table_call(const lib_funcs &f)
     {
         const size_t ps = page_size(), len = 4 * ps;
-        char *p         = (char*)map_anon(len);
+        char *p = (char *)map_anon(len);
 
         SCOPED_TRACE("library " + f.name + ", munmap via a data pointer");
         ASSERT_TRUE(p != NULL);
@@ -154,10 +156,11 @@ protected:
         oracle_stats s = oracle::check();
         EXPECT_EQ(4u, s.changed);
         EXPECT_EQ(0u, s.uncovered)
-                << "munmap called through a function pointer that the "
-                   "dynamic linker stored in initialized data (R_X86_64_64 "
-                   "relocation) raised no VM_UNMAPPED (reloc mode once "
-                   "patched only JUMP_SLOT/GLOB_DAT slots): " << s.str();
+            << "munmap called through a function pointer that the "
+               "dynamic linker stored in initialized data (R_X86_64_64 "
+               "relocation) raised no VM_UNMAPPED (reloc mode once "
+               "patched only JUMP_SLOT/GLOB_DAT slots): "
+            << s.str();
         oracle::reset();
     }
 
@@ -184,14 +187,18 @@ protected:
         return f;
     }
 
-    std::vector<void*> m_handles;
+    std::vector<void *> m_handles;
 };
 
 TEST_F(Library, LinkedAtStart)
 {
-    lib_funcs f = {"linked", ucmt_linked_mmap, ucmt_linked_munmap,
-                   ucmt_linked_mremap, ucmt_linked_madvise,
-                   ucmt_linked_dlopen, ucmt_linked_name,
+    lib_funcs f = {"linked",
+                   ucmt_linked_mmap,
+                   ucmt_linked_munmap,
+                   ucmt_linked_mremap,
+                   ucmt_linked_madvise,
+                   ucmt_linked_dlopen,
+                   ucmt_linked_name,
                    ucmt_linked_munmap_via_table};
     ASSERT_EQ(std::string("linked"), f.name_fn());
     check_calls(f);
@@ -199,9 +206,13 @@ TEST_F(Library, LinkedAtStart)
 
 TEST_F(Library, StaticArchive)
 {
-    lib_funcs f = {"static", ucmt_static_mmap, ucmt_static_munmap,
-                   ucmt_static_mremap, ucmt_static_madvise,
-                   ucmt_static_dlopen, ucmt_static_name,
+    lib_funcs f = {"static",
+                   ucmt_static_mmap,
+                   ucmt_static_munmap,
+                   ucmt_static_mremap,
+                   ucmt_static_madvise,
+                   ucmt_static_dlopen,
+                   ucmt_static_name,
                    ucmt_static_munmap_via_table};
     ASSERT_EQ(std::string("static"), f.name_fn());
     check_calls(f);
@@ -301,7 +312,7 @@ TEST_F(Library, DlopenFunctionPointerInData)
 TEST_F(Library, DlopenLoadsDependency)
 {
     void *h = open("libucmt_top.so", RTLD_NOW | RTLD_LOCAL);
-    int (*via_needed)(void*, size_t);
+    int (*via_needed)(void *, size_t);
     lib_funcs needed = lib_funcs();
 
     ASSERT_TRUE(h != NULL);
@@ -318,7 +329,7 @@ TEST_F(Library, DlopenLoadsDependency)
     check_calls(needed);
 
     const size_t ps = page_size();
-    char *p         = (char*)map_anon(2 * ps);
+    char *p         = (char *)map_anon(2 * ps);
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(2u, oracle::watch(p, 2 * ps));
     oracle::arm();

@@ -21,17 +21,22 @@
 #define MADV_DONTNEED_LOCKED 24
 #endif
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
-class Madvise : public ucmt::test {};
-class Brk : public ucmt::test {};
+class Madvise : public ucmt::test
+{
+};
+class Brk : public ucmt::test
+{
+};
 
 TEST_F(Madvise, DontNeedReported)
 {
     const size_t ps = page_size(), len = 6 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(6u, oracle::watch(p, len));
@@ -47,7 +52,7 @@ TEST_F(Madvise, DontNeedReported)
 TEST_F(Madvise, FreeReported)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, len));
@@ -65,16 +70,16 @@ TEST_F(Madvise, FreeReported)
 TEST_F(Madvise, RemoveOnSharedMemfdReported)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    int fd          = memfd_create("ucmt-madv-remove", MFD_CLOEXEC);
+    int fd = memfd_create("ucmt-madv-remove", MFD_CLOEXEC);
     char *p;
 
     if (fd < 0) {
         GTEST_SKIP() << "memfd_create failed: " << strerror(errno);
     }
     ASSERT_EQ(0, ftruncate(fd, (off_t)len));
-    p = (char*)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    p = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    ASSERT_NE(MAP_FAILED, (void*)p);
+    ASSERT_NE(MAP_FAILED, (void *)p);
     touch(p, len);
     ASSERT_EQ(4u, oracle::watch(p, len));
     oracle::arm();
@@ -95,9 +100,9 @@ TEST_F(Madvise, RemoveOnSysvShmReported)
     if (id < 0) {
         GTEST_SKIP() << "shmget failed: " << strerror(errno);
     }
-    p = (char*)shmat(id, NULL, 0);
+    p = (char *)shmat(id, NULL, 0);
     shmctl(id, IPC_RMID, NULL);
-    ASSERT_NE((void*)-1, (void*)p);
+    ASSERT_NE((void *)-1, (void *)p);
     touch(p, len);
     ASSERT_EQ(4u, oracle::watch(p, len));
     oracle::arm();
@@ -112,7 +117,7 @@ TEST_F(Madvise, RemoveOnSysvShmReported)
 TEST_F(Madvise, DontNeedLockedReported)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     if (mlock(p, len) != 0) {
@@ -121,8 +126,8 @@ TEST_F(Madvise, DontNeedLockedReported)
     }
     ASSERT_EQ(4u, oracle::watch(p, len));
     oracle::arm();
-    int ret = madvise(p, len, MADV_DONTNEED_LOCKED);
-    int err = errno;
+    int ret        = madvise(p, len, MADV_DONTNEED_LOCKED);
+    int err        = errno;
     oracle_stats s = oracle::check();
     record(s);
     munlock(p, len);
@@ -138,16 +143,16 @@ TEST_F(Madvise, DontNeedLockedReported)
 TEST_F(Madvise, NonDiscardingAdviceNotReported)
 {
     static const struct {
-        int        advice;
+        int advice;
         const char *name;
     } advices[] = {
-        {MADV_NORMAL, "MADV_NORMAL"},     {MADV_RANDOM, "MADV_RANDOM"},
+        {MADV_NORMAL, "MADV_NORMAL"},         {MADV_RANDOM, "MADV_RANDOM"},
         {MADV_SEQUENTIAL, "MADV_SEQUENTIAL"}, {MADV_WILLNEED, "MADV_WILLNEED"},
-        {MADV_DONTFORK, "MADV_DONTFORK"}, {MADV_DOFORK, "MADV_DOFORK"},
+        {MADV_DONTFORK, "MADV_DONTFORK"},     {MADV_DOFORK, "MADV_DOFORK"},
         {MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE"}, {MADV_COLD, "MADV_COLD"},
     };
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
     size_t i;
 
     ASSERT_TRUE(p != NULL);
@@ -155,8 +160,8 @@ TEST_F(Madvise, NonDiscardingAdviceNotReported)
     for (i = 0; i < sizeof(advices) / sizeof(advices[0]); ++i) {
         SCOPED_TRACE(advices[i].name);
         oracle::arm();
-        int ret = madvise(p, len, advices[i].advice);
-        int err = errno;
+        int ret        = madvise(p, len, advices[i].advice);
+        int err        = errno;
         oracle_stats s = oracle::check();
         if ((ret != 0) && (err == EINVAL)) {
             continue; /* advice unknown to this kernel */
@@ -164,7 +169,8 @@ TEST_F(Madvise, NonDiscardingAdviceNotReported)
         EXPECT_EQ(0, ret);
         EXPECT_EQ(0u, s.changed);
         EXPECT_EQ(0u, s.reported) << "advice that keeps the pages reported "
-                                     "VM_UNMAPPED: " << s.str();
+                                     "VM_UNMAPPED: "
+                                  << s.str();
     }
     munmap(p, len);
 }
@@ -176,22 +182,22 @@ TEST_F(Madvise, NonDiscardingAdviceNotReported)
  */
 TEST_F(Brk, SbrkShrinkReported)
 {
-    const size_t ps  = page_size();
+    const size_t ps    = page_size();
     const intptr_t inc = 16 * ps;
-    char *cur = (char*)sbrk(0);
+    char *cur          = (char *)sbrk(0);
 
-    ASSERT_NE((void*)-1, (void*)cur);
-    ASSERT_EQ((void*)cur, sbrk(inc));
+    ASSERT_NE((void *)-1, (void *)cur);
+    ASSERT_EQ((void *)cur, sbrk(inc));
     uintptr_t first = align_up((uintptr_t)cur, ps);
     uintptr_t last  = align_down((uintptr_t)cur + inc, ps);
-    touch((void*)first, last - first);
-    size_t n = oracle::watch((void*)first, last - first);
+    touch((void *)first, last - first);
+    size_t n = oracle::watch((void *)first, last - first);
     oracle::arm();
-    void *ret = sbrk(-inc);
+    void *ret      = sbrk(-inc);
     oracle_stats s = oracle::check();
     record(s);
-    ASSERT_EQ((void*)(cur + inc), ret);
-    ASSERT_EQ((void*)cur, sbrk(0));
+    ASSERT_EQ((void *)(cur + inc), ret);
+    ASSERT_EQ((void *)cur, sbrk(0));
     EXPECT_EQ((last - first) / ps, n);
     if (!on_valgrind()) {
         EXPECT_EQ(n, s.changed) << "released heap pages still present?";
@@ -203,20 +209,20 @@ TEST_F(Brk, BrkShrinkReported)
 {
     const size_t ps  = page_size();
     const size_t inc = 16 * ps;
-    char *cur = (char*)sbrk(0);
+    char *cur        = (char *)sbrk(0);
 
-    ASSERT_NE((void*)-1, (void*)cur);
+    ASSERT_NE((void *)-1, (void *)cur);
     ASSERT_EQ(0, brk(cur + inc));
     uintptr_t first = align_up((uintptr_t)cur, ps);
     uintptr_t last  = align_down((uintptr_t)cur + inc, ps);
-    touch((void*)first, last - first);
-    size_t n = oracle::watch((void*)first, last - first);
+    touch((void *)first, last - first);
+    size_t n = oracle::watch((void *)first, last - first);
     oracle::arm();
-    int ret = brk(cur);
+    int ret        = brk(cur);
     oracle_stats s = oracle::check();
     record(s);
     ASSERT_EQ(0, ret);
-    ASSERT_EQ((void*)cur, sbrk(0));
+    ASSERT_EQ((void *)cur, sbrk(0));
     EXPECT_EQ((last - first) / ps, n);
     if (!on_valgrind()) {
         EXPECT_EQ(n, s.changed);

@@ -20,12 +20,14 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
-class Allocator : public ucmt::test {
-protected:
+class Allocator : public ucmt::test
+{
+  protected:
     void SetUp() override
     {
         ucmt::test::SetUp();
@@ -51,19 +53,19 @@ protected:
     {
         uintptr_t first = align_up((uintptr_t)p, page_size());
         uintptr_t last  = align_down((uintptr_t)p + len, page_size());
-        return oracle::watch((void*)first, last - first);
+        return oracle::watch((void *)first, last - first);
     }
 
     /* Ask the allocator to give free memory back to the system now. */
     void release_free_memory()
     {
         typedef void (*release_fn_t)(void);
-        typedef int (*mallctl_fn_t)(const char*, void*, size_t*, void*,
+        typedef int (*mallctl_fn_t)(const char *, void *, size_t *, void *,
                                     size_t);
         release_fn_t release = reinterpret_cast<release_fn_t>(
-                dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
-        mallctl_fn_t mallctl = reinterpret_cast<mallctl_fn_t>(
-                dlsym(RTLD_DEFAULT, "mallctl"));
+            dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+        mallctl_fn_t mallctl =
+            reinterpret_cast<mallctl_fn_t>(dlsym(RTLD_DEFAULT, "mallctl"));
 
         if (release != NULL) {
             release(); /* tcmalloc */
@@ -82,7 +84,7 @@ protected:
 TEST_F(Allocator, FreeLargeBlockReported)
 {
     const size_t size = 8 * 1024 * 1024;
-    char *b           = (char*)malloc(size);
+    char *b           = (char *)malloc(size);
 
     ASSERT_TRUE(b != NULL);
     no_thp(b, size);
@@ -107,9 +109,9 @@ struct find_mapping_ctx {
     uintptr_t end;
 };
 
-int find_mapping_cb(void *arg, void *addr, size_t length, int, const char*)
+int find_mapping_cb(void *arg, void *addr, size_t length, int, const char *)
 {
-    find_mapping_ctx *ctx = (find_mapping_ctx*)arg;
+    find_mapping_ctx *ctx = (find_mapping_ctx *)arg;
 
     if (((uintptr_t)addr <= ctx->addr) &&
         (ctx->addr < (uintptr_t)addr + length)) {
@@ -122,7 +124,7 @@ int find_mapping_cb(void *arg, void *addr, size_t length, int, const char*)
 TEST_F(Allocator, ReallocMoveReported)
 {
     const size_t size = 4 * 1024 * 1024;
-    char *a           = (char*)malloc(size);
+    char *a           = (char *)malloc(size);
     void *blocker     = MAP_FAILED;
 
     ASSERT_TRUE(a != NULL);
@@ -133,13 +135,13 @@ TEST_F(Allocator, ReallocMoveReported)
         find_mapping_ctx ctx = {(uintptr_t)a, 0};
         ucm_parse_proc_self_maps(find_mapping_cb, &ctx);
         ASSERT_NE(0u, ctx.end);
-        blocker = mmap((void*)ctx.end, page_size(), PROT_NONE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
-                       0);
+        blocker =
+            mmap((void *)ctx.end, page_size(), PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     }
     ASSERT_GT(watch_inside(a, size), 0u);
     oracle::arm();
-    char *b = (char*)realloc(a, 4 * size);
+    char *b = (char *)realloc(a, 4 * size);
     release_free_memory(); /* the old block, if it was copied */
     oracle_stats s = oracle::check();
     record(s);
@@ -167,7 +169,7 @@ TEST_F(Allocator, GlibcHeapTrimReported)
     /* from the main arena's heap (sbrk), then trimmed when freed */
     mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
     mallopt(M_TOP_PAD, 0);
-    char *b = (char*)malloc(size);
+    char *b = (char *)malloc(size);
     ASSERT_TRUE(b != NULL);
     no_thp(b, size);
     touch(b, size);
@@ -187,7 +189,7 @@ TEST_F(Allocator, GlibcHeapTrimReported)
 void *arena_thread(void *arg)
 {
     const size_t size = 4 * 1024 * 1024;
-    char *b           = (char*)malloc(size);
+    char *b           = (char *)malloc(size);
     uintptr_t first, last;
 
     if (b == NULL) {
@@ -195,9 +197,9 @@ void *arena_thread(void *arg)
     }
     no_thp(b, size);
     touch(b, size);
-    first = align_up((uintptr_t)b, page_size());
-    last  = align_down((uintptr_t)b + size, page_size());
-    *(size_t*)arg = oracle::watch((void*)first, last - first);
+    first          = align_up((uintptr_t)b, page_size());
+    last           = align_down((uintptr_t)b + size, page_size());
+    *(size_t *)arg = oracle::watch((void *)first, last - first);
     free(b);
     malloc_trim(0);
     return NULL;
@@ -210,7 +212,8 @@ TEST_F(Allocator, GlibcThreadArenaTrimReported)
 
     if (!m_glibc) {
         GTEST_SKIP() << "thread arenas are a glibc malloc path; malloc here "
-                        "is " << m_owner;
+                        "is "
+                     << m_owner;
     }
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024); /* from the arena's heap */
     oracle::arm();
@@ -243,13 +246,13 @@ void __attribute__((noinline)) deep_frame()
     __asm__ __volatile__("" : : "r"(buf) : "memory");
 }
 
-void *stack_thread(void*)
+void *stack_thread(void *)
 {
     volatile char top[64];
 
     top[0] = 1;
     deep_frame();
-    oracle::watch_page((const void*)top);
+    oracle::watch_page((const void *)top);
     return NULL;
 }
 

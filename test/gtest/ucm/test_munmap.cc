@@ -17,24 +17,33 @@
 #define MREMAP_DONTUNMAP 4
 #endif
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
-class Oracle : public ucmt::test {};
-class Munmap : public ucmt::test {};
-class MmapFixed : public ucmt::test {};
-class Mremap : public ucmt::test {};
+class Oracle : public ucmt::test
+{
+};
+class Munmap : public ucmt::test
+{
+};
+class MmapFixed : public ucmt::test
+{
+};
+class Mremap : public ucmt::test
+{
+};
 
-const int RW          = PROT_READ | PROT_WRITE;
-const int ANON_FLAGS  = MAP_PRIVATE | MAP_ANONYMOUS;
+const int RW         = PROT_READ | PROT_WRITE;
+const int ANON_FLAGS = MAP_PRIVATE | MAP_ANONYMOUS;
 
 /* The oracle itself: a change nobody reported, and a report that comes
  * after the change, must both count as uncovered. */
 TEST_F(Oracle, DetectsUnreportedUnmap)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, len));
@@ -49,7 +58,7 @@ TEST_F(Oracle, DetectsUnreportedUnmap)
 TEST_F(Oracle, DetectsLateReport)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, len));
@@ -65,7 +74,7 @@ TEST_F(Oracle, DetectsLateReport)
 TEST_F(Oracle, CountsOverReporting)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, len));
@@ -80,7 +89,7 @@ TEST_F(Oracle, CountsOverReporting)
 TEST_F(Munmap, FullRangeReported)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(8u, oracle::watch(p, len));
@@ -97,7 +106,7 @@ TEST_F(Munmap, FullRangeReported)
 TEST_F(Munmap, PartialReportsOnlyUnmappedPages)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(8u, oracle::watch(p, len));
@@ -119,7 +128,7 @@ TEST_F(Munmap, PartialReportsOnlyUnmappedPages)
 TEST_F(Munmap, UnalignedLengthCoversWholeLastPage)
 {
     const size_t ps = page_size(), len = 6 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(6u, oracle::watch(p, len));
@@ -137,12 +146,12 @@ TEST_F(Munmap, UnalignedLengthCoversWholeLastPage)
 TEST_F(MmapFixed, OverExistingMappingReported)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(8u, oracle::watch(p, len));
     oracle::arm();
-    ASSERT_EQ((void*)(p + 2 * ps),
+    ASSERT_EQ((void *)(p + 2 * ps),
               mmap(p + 2 * ps, 3 * ps, RW, ANON_FLAGS | MAP_FIXED, -1, 0));
     /* not touched: a new frame could happen to be the old one, recycled */
     oracle_stats s = oracle::check();
@@ -155,22 +164,23 @@ TEST_F(MmapFixed, OverExistingMappingReported)
 TEST_F(MmapFixed, NoReplaceOverMappingChangesNothing)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
     void *q;
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, len));
     oracle::arm();
-    q = mmap(p + ps, ps, RW, ANON_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
+    q       = mmap(p + ps, ps, RW, ANON_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
     int err = errno;
     oracle_stats s = oracle::check();
     record(s);
-    if ((q != MAP_FAILED) && (q != (void*)(p + ps))) {
+    if ((q != MAP_FAILED) && (q != (void *)(p + ps))) {
         munmap(q, ps);
         munmap(p, len);
-        GTEST_SKIP() << (on_valgrind() ?
-                         "valgrind treats MAP_FIXED_NOREPLACE as a hint" :
-                         "kernel treats MAP_FIXED_NOREPLACE as a hint (< 4.17)");
+        GTEST_SKIP()
+            << (on_valgrind()
+                    ? "valgrind treats MAP_FIXED_NOREPLACE as a hint"
+                    : "kernel treats MAP_FIXED_NOREPLACE as a hint (< 4.17)");
     }
     EXPECT_EQ(MAP_FAILED, q);
     EXPECT_EQ(EEXIST, err);
@@ -178,23 +188,23 @@ TEST_F(MmapFixed, NoReplaceOverMappingChangesNothing)
     UCMT_EXPECT_COVERED(s);
     /* no unmap happens, so no event is needed (it would be over-reporting) */
     EXPECT_EQ(0u, oracle::events(UCM_EVENT_VM_UNMAPPED, p, len, tid()).size())
-            << "MAP_FIXED_NOREPLACE reported an unmap that cannot happen";
+        << "MAP_FIXED_NOREPLACE reported an unmap that cannot happen";
     munmap(p, len);
 }
 
 TEST_F(MmapFixed, NoReplaceOnFreeRangeReportsMapped)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *r         = (char*)free_range(len);
+    char *r = (char *)free_range(len);
 
     ASSERT_TRUE(r != NULL);
     oracle::arm();
     void *q = mmap(r, len, RW, ANON_FLAGS | MAP_FIXED_NOREPLACE, -1, 0);
     oracle::disarm();
-    ASSERT_EQ((void*)r, q);
+    ASSERT_EQ((void *)r, q);
     EXPECT_EQ(0u, oracle::events(UCM_EVENT_VM_UNMAPPED, r, len, tid()).size());
-    std::vector<event_record> m = oracle::events(UCM_EVENT_VM_MAPPED, r, len,
-                                                 tid());
+    std::vector<event_record> m =
+        oracle::events(UCM_EVENT_VM_MAPPED, r, len, tid());
     ASSERT_EQ(1u, m.size());
     EXPECT_EQ((uintptr_t)r, m[0].addr);
     EXPECT_EQ(len, m[0].len);
@@ -204,12 +214,12 @@ TEST_F(MmapFixed, NoReplaceOnFreeRangeReportsMapped)
 TEST_F(Mremap, ShrinkReportsTail)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
 
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(8u, oracle::watch(p, len));
     oracle::arm();
-    ASSERT_EQ((void*)p, mremap(p, len, 3 * ps, 0));
+    ASSERT_EQ((void *)p, mremap(p, len, 3 * ps, 0));
     oracle_stats s = oracle::check();
     record(s);
     EXPECT_EQ(5u, s.changed);
@@ -222,23 +232,23 @@ TEST_F(Mremap, ShrinkReportsTail)
 TEST_F(Mremap, GrowInPlaceKeepsPages)
 {
     const size_t ps = page_size();
-    char *r         = (char*)free_range(8 * ps);
+    char *r         = (char *)free_range(8 * ps);
     void *q;
 
     ASSERT_TRUE(r != NULL);
-    ASSERT_EQ((void*)r, mmap(r, 4 * ps, RW, ANON_FLAGS | MAP_FIXED_NOREPLACE,
-                             -1, 0));
+    ASSERT_EQ((void *)r,
+              mmap(r, 4 * ps, RW, ANON_FLAGS | MAP_FIXED_NOREPLACE, -1, 0));
     touch(r, 4 * ps);
     ASSERT_EQ(4u, oracle::watch(r, 4 * ps));
     oracle::arm();
-    q = mremap(r, 4 * ps, 8 * ps, 0);
+    q              = mremap(r, 4 * ps, 8 * ps, 0);
     oracle_stats s = oracle::check();
     record(s);
     if (q == MAP_FAILED) {
         munmap(r, 4 * ps);
         GTEST_SKIP() << "the range after the mapping was taken meanwhile";
     }
-    EXPECT_EQ((void*)r, q);
+    EXPECT_EQ((void *)r, q);
     EXPECT_EQ(0u, s.changed);
     UCMT_EXPECT_COVERED(s);
     EXPECT_TRUE(readable(r + 7 * ps));
@@ -248,7 +258,7 @@ TEST_F(Mremap, GrowInPlaceKeepsPages)
 TEST_F(Mremap, ForcedMoveReportsOldRange)
 {
     const size_t ps = page_size(), len = 8 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
     char *q;
 
     ASSERT_TRUE(p != NULL);
@@ -256,10 +266,10 @@ TEST_F(Mremap, ForcedMoveReportsOldRange)
     ASSERT_EQ(8u, oracle::watch(p, len));
     oracle::arm();
     /* pages 4..7 are in the way: growing pages 0..3 must move them */
-    q = (char*)mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
+    q              = (char *)mremap(p, 4 * ps, 8 * ps, MREMAP_MAYMOVE);
     oracle_stats s = oracle::check();
     record(s);
-    ASSERT_NE(MAP_FAILED, (void*)q);
+    ASSERT_NE(MAP_FAILED, (void *)q);
     ASSERT_NE(p, q);
     EXPECT_EQ(4u, s.changed);
     UCMT_EXPECT_COVERED(s);
@@ -272,8 +282,8 @@ TEST_F(Mremap, ForcedMoveReportsOldRange)
 TEST_F(Mremap, FixedReportsOldAndTargetRanges)
 {
     const size_t ps = page_size();
-    char *src       = (char*)map_anon(4 * ps);
-    char *dst       = (char*)map_anon(6 * ps);
+    char *src       = (char *)map_anon(4 * ps);
+    char *dst       = (char *)map_anon(6 * ps);
 
     ASSERT_TRUE((src != NULL) && (dst != NULL));
     src[0] = 0x33;
@@ -281,8 +291,8 @@ TEST_F(Mremap, FixedReportsOldAndTargetRanges)
     ASSERT_EQ(6u, oracle::watch(dst, 6 * ps));
     oracle::arm();
     /* grows while moving: all 6 target pages are replaced */
-    ASSERT_EQ((void*)dst, mremap(src, 4 * ps, 6 * ps,
-                                 MREMAP_MAYMOVE | MREMAP_FIXED, dst));
+    ASSERT_EQ((void *)dst,
+              mremap(src, 4 * ps, 6 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, dst));
     oracle_stats s = oracle::check();
     record(s);
     EXPECT_EQ(10u, s.changed);
@@ -295,15 +305,15 @@ TEST_F(Mremap, FixedReportsOldAndTargetRanges)
 TEST_F(Mremap, FixedShrinkReportsOldAndTargetRanges)
 {
     const size_t ps = page_size();
-    char *src       = (char*)map_anon(6 * ps);
-    char *dst       = (char*)map_anon(6 * ps);
+    char *src       = (char *)map_anon(6 * ps);
+    char *dst       = (char *)map_anon(6 * ps);
 
     ASSERT_TRUE((src != NULL) && (dst != NULL));
     ASSERT_EQ(6u, oracle::watch(src, 6 * ps));
     ASSERT_EQ(6u, oracle::watch(dst, 6 * ps));
     oracle::arm();
-    ASSERT_EQ((void*)dst, mremap(src, 6 * ps, 2 * ps,
-                                 MREMAP_MAYMOVE | MREMAP_FIXED, dst));
+    ASSERT_EQ((void *)dst,
+              mremap(src, 6 * ps, 2 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, dst));
     oracle_stats s = oracle::check();
     record(s);
     /* src: 6 pages gone; dst: 2 pages replaced, 4 untouched */
@@ -316,24 +326,24 @@ TEST_F(Mremap, FixedShrinkReportsOldAndTargetRanges)
 TEST_F(Mremap, DontUnmapReportsOldRange)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    char *p         = (char*)map_anon(len);
+    char *p = (char *)map_anon(len);
     char *q;
 
     ASSERT_TRUE(p != NULL);
     memset(p, 0x77, len);
     ASSERT_EQ(4u, oracle::watch(p, len));
     oracle::arm();
-    q = (char*)mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
-    int err = errno;
+    q = (char *)mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
+    int err        = errno;
     oracle_stats s = oracle::check();
     record(s);
     if ((q == MAP_FAILED) && (err == EINVAL)) {
         munmap(p, len);
-        GTEST_SKIP() << (on_valgrind() ?
-                         "valgrind rejects MREMAP_DONTUNMAP (EINVAL)" :
-                         "kernel without MREMAP_DONTUNMAP (< 5.7)");
+        GTEST_SKIP() << (on_valgrind()
+                             ? "valgrind rejects MREMAP_DONTUNMAP (EINVAL)"
+                             : "kernel without MREMAP_DONTUNMAP (< 5.7)");
     }
-    ASSERT_NE(MAP_FAILED, (void*)q);
+    ASSERT_NE(MAP_FAILED, (void *)q);
     /* the old range stays mapped, but its pages moved away */
     EXPECT_EQ(4u, s.changed);
     UCMT_EXPECT_COVERED(s);

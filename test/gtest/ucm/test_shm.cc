@@ -19,12 +19,14 @@
 #define SHM_REMAP 040000
 #endif
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
-class Shm : public ucmt::test {
-protected:
+class Shm : public ucmt::test
+{
+  protected:
     void TearDown() override
     {
         for (size_t i = 0; i < m_ids.size(); ++i) {
@@ -58,8 +60,8 @@ protected:
         EXPECT_EQ(pages, s.changed);
         UCMT_EXPECT_COVERED(s);
         EXPECT_FALSE(readable(addr));
-        std::vector<event_record> ev = oracle::events(UCM_EVENT_VM_UNMAPPED,
-                                                      addr, len, tid());
+        std::vector<event_record> ev =
+            oracle::events(UCM_EVENT_VM_UNMAPPED, addr, len, tid());
         ASSERT_EQ(1u, ev.size()) << "expected exactly one VM_UNMAPPED";
         EXPECT_EQ((uintptr_t)addr, ev[0].addr);
         EXPECT_EQ(len, ev[0].len) << "shmdt must report the exact segment size";
@@ -80,7 +82,7 @@ TEST_F(Shm, DetachReportsExactSize)
         int id = create(sizes[i]);
         ASSERT_GE(id, 0) << strerror(errno);
         void *p = shmat(id, NULL, 0);
-        ASSERT_NE((void*)-1, p);
+        ASSERT_NE((void *)-1, p);
         detach_and_check(p, align_up(sizes[i], ps));
     }
 }
@@ -88,11 +90,11 @@ TEST_F(Shm, DetachReportsExactSize)
 TEST_F(Shm, DetachAfterRmidReportsExactSize)
 {
     const size_t ps = page_size(), size = 3 * ps + 100;
-    int id          = create(size);
+    int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
     void *p = shmat(id, NULL, 0);
-    ASSERT_NE((void*)-1, p);
+    ASSERT_NE((void *)-1, p);
     ASSERT_EQ(0, shmctl(id, IPC_RMID, NULL));
     detach_and_check(p, align_up(size, ps));
 }
@@ -102,22 +104,22 @@ TEST_F(Shm, DetachAfterRmidReportsExactSize)
 TEST_F(Shm, AttachedBehindLibucmReportsExactSize)
 {
     const size_t ps = page_size(), size = 7 * ps + 5;
-    int id          = create(size);
+    int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    void *p = (void*)syscall(SYS_shmat, id, NULL, 0);
-    ASSERT_NE((void*)-1, p);
+    void *p = (void *)syscall(SYS_shmat, id, NULL, 0);
+    ASSERT_NE((void *)-1, p);
     detach_and_check(p, align_up(size, ps));
 }
 
 TEST_F(Shm, AttachedBehindLibucmAfterRmidReportsExactSize)
 {
     const size_t ps = page_size(), size = 2 * ps + 1;
-    int id          = create(size);
+    int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    void *p = (void*)syscall(SYS_shmat, id, NULL, 0);
-    ASSERT_NE((void*)-1, p);
+    void *p = (void *)syscall(SYS_shmat, id, NULL, 0);
+    ASSERT_NE((void *)-1, p);
     ASSERT_EQ(0, shmctl(id, IPC_RMID, NULL));
     detach_and_check(p, align_up(size, ps));
 }
@@ -127,15 +129,15 @@ TEST_F(Shm, AttachedBehindLibucmAfterRmidReportsExactSize)
 TEST_F(Shm, AttachedBehindLibucmNextToItselfReportsExactSize)
 {
     const size_t ps = page_size(), size = 2 * ps;
-    int id          = create(size);
-    char *r         = (char*)free_range(2 * size);
+    int id  = create(size);
+    char *r = (char *)free_range(2 * size);
 
     ASSERT_GE(id, 0) << strerror(errno);
     ASSERT_TRUE(r != NULL);
-    void *a = (void*)syscall(SYS_shmat, id, r, 0);
-    void *b = (void*)syscall(SYS_shmat, id, r + size, 0);
-    ASSERT_EQ((void*)r, a);
-    ASSERT_EQ((void*)(r + size), b);
+    void *a = (void *)syscall(SYS_shmat, id, r, 0);
+    void *b = (void *)syscall(SYS_shmat, id, r + size, 0);
+    ASSERT_EQ((void *)r, a);
+    ASSERT_EQ((void *)(r + size), b);
     ASSERT_EQ(0, shmctl(id, IPC_RMID, NULL));
     detach_and_check(a, size);
     shmdt(b);
@@ -149,11 +151,11 @@ TEST_F(Shm, AttachedBehindLibucmNextToItselfReportsExactSize)
 TEST_F(Shm, AttachedBehindLibucmFirstPageUnmapped)
 {
     const size_t ps = page_size(), size = 4 * ps;
-    int id          = create(size);
+    int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    char *p = (char*)syscall(SYS_shmat, id, NULL, 0);
-    ASSERT_NE((void*)-1, (void*)p);
+    char *p = (char *)syscall(SYS_shmat, id, NULL, 0);
+    ASSERT_NE((void *)-1, (void *)p);
     touch(p, size);
     ASSERT_EQ(0, syscall(SYS_munmap, p, ps)); /* behind libucm's back too */
     ASSERT_EQ(3u, oracle::watch(p + ps, size - ps));
@@ -164,28 +166,29 @@ TEST_F(Shm, AttachedBehindLibucmFirstPageUnmapped)
     EXPECT_FALSE(readable(p + ps)) << "the kernel detached the rest";
     EXPECT_EQ(3u, s.changed);
     EXPECT_EQ(0u, s.uncovered)
-            << "shmdt() detached fragments of a segment whose first page "
-               "was gone without reporting them: " << s.str();
+        << "shmdt() detached fragments of a segment whose first page "
+           "was gone without reporting them: "
+        << s.str();
 }
 
 TEST_F(Shm, RemapOverMappingReportsReplacedRange)
 {
-    const size_t ps = page_size();
+    const size_t ps      = page_size();
     const size_t sizes[] = {6 * ps, 2 * ps};
     size_t i;
 
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
         SCOPED_TRACE(testing::Message() << "segment size " << sizes[i]);
         int id  = create(sizes[i]);
-        char *m = (char*)map_anon(6 * ps);
+        char *m = (char *)map_anon(6 * ps);
         ASSERT_GE(id, 0) << strerror(errno);
         ASSERT_TRUE(m != NULL);
         ASSERT_EQ(6u, oracle::watch(m, 6 * ps));
         oracle::arm();
-        void *q = shmat(id, m, SHM_REMAP);
+        void *q        = shmat(id, m, SHM_REMAP);
         oracle_stats s = oracle::check();
         record(s);
-        ASSERT_EQ((void*)m, q);
+        ASSERT_EQ((void *)m, q);
         EXPECT_EQ(sizes[i] / ps, s.changed);
         UCMT_EXPECT_COVERED(s);
         EXPECT_EQ(0, shmdt(q));
@@ -201,10 +204,10 @@ TEST_F(Shm, SameSegmentTwiceTwoExactEvents)
     int id           = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    char *a = (char*)shmat(id, NULL, 0);
-    char *b = (char*)shmat(id, NULL, 0);
-    ASSERT_NE((void*)-1, (void*)a);
-    ASSERT_NE((void*)-1, (void*)b);
+    char *a = (char *)shmat(id, NULL, 0);
+    char *b = (char *)shmat(id, NULL, 0);
+    ASSERT_NE((void *)-1, (void *)a);
+    ASSERT_NE((void *)-1, (void *)b);
     ASSERT_NE(a, b);
     touch(a, len);
     touch(b, len);
@@ -212,7 +215,7 @@ TEST_F(Shm, SameSegmentTwiceTwoExactEvents)
     /* first detach: exactly a, and nothing of b */
     detach_and_check(a, len);
     EXPECT_EQ(0u, oracle::events(UCM_EVENT_VM_UNMAPPED, b, len).size())
-            << "detaching one attachment reported the other one";
+        << "detaching one attachment reported the other one";
     EXPECT_TRUE(readable(b));
     oracle::reset();
     detach_and_check(b, len);
@@ -224,7 +227,7 @@ TEST_F(Shm, SameSegmentTwiceTwoExactEvents)
 size_t fresh_seen_len;
 uintptr_t fresh_seen_addr;
 
-void fresh_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void fresh_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     fresh_seen_addr = (uintptr_t)event->vm_unmapped.address;
     fresh_seen_len  = event->vm_unmapped.size;
@@ -233,7 +236,7 @@ void fresh_cb(ucm_event_type_t, ucm_event_t *event, void*)
 UCMT_CHILD_SCENARIO(shm_attached_before_hooks)
 {
     const size_t ps = page_size(), size = 5 * ps + 7;
-    int id          = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
+    int id = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
 
     if (id < 0) {
         printf("shmget: %s\n", strerror(errno));
@@ -241,7 +244,7 @@ UCMT_CHILD_SCENARIO(shm_attached_before_hooks)
     }
     void *p = shmat(id, NULL, 0);
     shmctl(id, IPC_RMID, NULL);
-    if (p == (void*)-1) {
+    if (p == (void *)-1) {
         return 3;
     }
     if (ucm_hooks_installed_mode() != UCM_MMAP_HOOK_NONE) {
@@ -254,10 +257,12 @@ UCMT_CHILD_SCENARIO(shm_attached_before_hooks)
     }
     fresh_seen_len = 0;
     shmdt(p);
-    printf("addr %p/%p len %zu/%zu\n", (void*)fresh_seen_addr, p,
+    printf("addr %p/%p len %zu/%zu\n", (void *)fresh_seen_addr, p,
            fresh_seen_len, align_up(size, ps));
     return ((fresh_seen_addr == (uintptr_t)p) &&
-            (fresh_seen_len == align_up(size, ps))) ? 0 : 1;
+            (fresh_seen_len == align_up(size, ps)))
+               ? 0
+               : 1;
 }
 
 TEST(ShmFresh, AttachedBeforeHooksReportsExactSize)

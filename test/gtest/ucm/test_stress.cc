@@ -15,12 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
-namespace {
+namespace
+{
 
 using namespace ucmt;
 
-class Stress : public ucmt::test {};
-class Signal : public ucmt::test {};
+class Stress : public ucmt::test
+{
+};
+class Signal : public ucmt::test
+{
+};
 
 /* ---- threads unmapping while handlers are added and removed ---- */
 
@@ -29,7 +34,7 @@ __thread uintptr_t t_target_addr;
 __thread size_t t_target_len;
 __thread int t_target_hit;
 
-void per_thread_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void per_thread_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     uintptr_t a = (uintptr_t)event->vm_unmapped.address;
 
@@ -39,9 +44,9 @@ void per_thread_cb(ucm_event_type_t, ucm_event_t *event, void*)
     }
 }
 
-void churn_cb(ucm_event_type_t, ucm_event_t*, void *arg)
+void churn_cb(ucm_event_type_t, ucm_event_t *, void *arg)
 {
-    ++*(std::atomic<long>*)arg;
+    ++*(std::atomic<long> *)arg;
 }
 
 std::atomic<long> lost_events(0);
@@ -50,14 +55,14 @@ std::atomic<bool> churn_stop(false);
 
 void *unmap_worker(void *arg)
 {
-    const size_t ps   = page_size();
-    const unsigned n  = *(unsigned*)arg;
+    const size_t ps  = page_size();
+    const unsigned n = *(unsigned *)arg;
     unsigned i;
 
     for (i = 0; i < n; ++i) {
         size_t len = (1 + (i % 8)) * ps;
-        char *p    = (char*)mmap(NULL, len, PROT_READ | PROT_WRITE,
-                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *p    = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
             continue;
         }
@@ -77,18 +82,17 @@ void *unmap_worker(void *arg)
 
 void *churn_thread(void *arg)
 {
-    std::atomic<long> *counters = (std::atomic<long>*)arg;
+    std::atomic<long> *counters = (std::atomic<long> *)arg;
     unsigned i;
 
     for (i = 0; !churn_stop.load() && (i < 200000); ++i) {
         std::atomic<long> *c = &counters[i % 4];
         if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED | UCM_EVENT_VM_MAPPED |
-                                          UCM_EVENT_MUNMAP,
+                                      UCM_EVENT_MUNMAP,
                                   (int)(i % 11) - 5, churn_cb, c) == UCS_OK) {
             sched_yield();
             ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED |
-                                            UCM_EVENT_VM_MAPPED |
-                                            UCM_EVENT_MUNMAP,
+                                        UCM_EVENT_VM_MAPPED | UCM_EVENT_MUNMAP,
                                     churn_cb, c);
         }
     }
@@ -139,8 +143,8 @@ bool many_go              = false;
 void many_unmap_once()
 {
     const size_t ps = page_size();
-    char *p         = (char*)mmap(NULL, ps, PROT_READ | PROT_WRITE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *p         = (char *)mmap(NULL, ps, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
     if (p == MAP_FAILED) {
         return;
@@ -157,7 +161,7 @@ void many_unmap_once()
     ++unmaps_done;
 }
 
-void *many_worker(void*)
+void *many_worker(void *)
 {
     unsigned i;
 
@@ -206,9 +210,9 @@ TEST_F(Stress, MoreThreadsThanRcuSlots)
     pthread_mutex_unlock(&many_lock);
     /* handlers come and go while all of them unmap */
     for (i = 0; i < 20; ++i) {
-        EXPECT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED,
-                                                (int)(i % 5) - 2, churn_cb,
-                                                &counter));
+        EXPECT_EQ(UCS_OK,
+                  ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, (int)(i % 5) - 2,
+                                        churn_cb, &counter));
         ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, churn_cb, &counter);
     }
     for (i = 0; i < created; ++i) {
@@ -231,13 +235,13 @@ std::atomic<long> load_iters[3];
 
 void *load_worker(void *arg)
 {
-    std::atomic<long> *iters = (std::atomic<long>*)arg;
+    std::atomic<long> *iters = (std::atomic<long> *)arg;
     const size_t ps          = page_size();
     long i;
 
     for (i = 0; !load_stop.load() && (i < 50000000); ++i) {
-        char *p = (char*)mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *p = (char *)mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
             continue;
         }
@@ -294,8 +298,8 @@ UCMT_CHILD_SCENARIO(install_under_load)
         }
     }
     load_wait(base, 50);
-    ucs_status_t status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
-                                                per_thread_cb, NULL);
+    ucs_status_t status =
+        ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, per_thread_cb, NULL);
     load_installed = true;
     for (i = 0; i < 3; ++i) {
         after[i] = load_iters[i].load();
@@ -332,18 +336,18 @@ const unsigned SIG_REGIONS_MAX = 256;
 const size_t SIG_REGION_PAGES  = 2;
 
 struct sig_state {
-    char              *regions[SIG_REGIONS_MAX];
-    unsigned          count;
-    std::atomic<int>  hit[SIG_REGIONS_MAX];
+    char *regions[SIG_REGIONS_MAX];
+    unsigned count;
+    std::atomic<int> hit[SIG_REGIONS_MAX];
     std::atomic<unsigned> next;
     std::atomic<unsigned> handled;
-    std::atomic<unsigned> missed;   /* event not seen right after munmap */
+    std::atomic<unsigned> missed; /* event not seen right after munmap */
     std::atomic<bool> hang;
 };
 sig_state sigs;
 
 /* handler (ucm): which region an event covers */
-void sig_region_cb(ucm_event_type_t, ucm_event_t *event, void*)
+void sig_region_cb(ucm_event_type_t, ucm_event_t *event, void *)
 {
     uintptr_t a = (uintptr_t)event->vm_unmapped.address;
     size_t len  = SIG_REGION_PAGES * page_size();
@@ -375,7 +379,7 @@ void sigusr1_handler(int)
 
 struct signaller_arg {
     pthread_t target;
-    unsigned  count;
+    unsigned count;
 };
 
 bool past(const struct timespec &deadline)
@@ -391,7 +395,7 @@ bool past(const struct timespec &deadline)
 /* Sends one signal at a time and waits until it was handled. */
 void *signaller(void *arg)
 {
-    signaller_arg *sa = (signaller_arg*)arg;
+    signaller_arg *sa = (signaller_arg *)arg;
     struct timespec deadline;
     unsigned k;
 
@@ -410,8 +414,9 @@ void *signaller(void *arg)
     return NULL;
 }
 
-class signal_fixture_helper {
-public:
+class signal_fixture_helper
+{
+  public:
     signal_fixture_helper(unsigned count) : m_ok(false)
     {
         struct sigaction sa;
@@ -426,7 +431,7 @@ public:
         sigs.missed  = 0;
         sigs.hang    = false;
         for (i = 0; i < count; ++i) {
-            sigs.regions[i] = (char*)map_anon(SIG_REGION_PAGES * page_size());
+            sigs.regions[i] = (char *)map_anon(SIG_REGION_PAGES * page_size());
             sigs.hit[i]     = 0;
             if (sigs.regions[i] == NULL) {
                 return;
@@ -452,8 +457,8 @@ public:
         return m_ok;
     }
 
-private:
-    bool             m_ok;
+  private:
+    bool m_ok;
     struct sigaction m_old;
 };
 
@@ -462,7 +467,7 @@ TEST_F(Signal, MunmapInSignalHandlerWhileLooping)
     const unsigned count = scaled(64, 8);
     const size_t ps      = page_size();
     signal_fixture_helper helper(count);
-    signaller_arg sa     = {pthread_self(), count};
+    signaller_arg sa = {pthread_self(), count};
     pthread_t thread;
     unsigned long iters = 0;
     unsigned i;
@@ -481,7 +486,7 @@ TEST_F(Signal, MunmapInSignalHandlerWhileLooping)
         void *p = mmap(NULL, ps, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p != MAP_FAILED) {
-            *(volatile char*)p = 1;
+            *(volatile char *)p = 1;
             munmap(p, ps);
         }
         ++iters;
@@ -510,7 +515,7 @@ TEST_F(Signal, MunmapInSignalHandlerDuringSbrk)
     const unsigned count = scaled(200, 16);
     const size_t ps      = page_size();
     signal_fixture_helper helper(count);
-    signaller_arg sa     = {pthread_self(), count};
+    signaller_arg sa = {pthread_self(), count};
     pthread_t thread;
     unsigned long iters = 0;
 
@@ -521,7 +526,7 @@ TEST_F(Signal, MunmapInSignalHandlerDuringSbrk)
     while ((sigs.handled.load() < count) && !sigs.hang.load() &&
            (iters < 100000000ul)) {
         /* no malloc between the two calls: the heap top is ours */
-        if (sbrk((intptr_t)ps) != (void*)-1) {
+        if (sbrk((intptr_t)ps) != (void *)-1) {
             sbrk(-(intptr_t)ps);
         }
         ++iters;
@@ -535,9 +540,9 @@ TEST_F(Signal, MunmapInSignalHandlerDuringSbrk)
         unreported += !sigs.hit[i].load();
     }
     EXPECT_EQ(0u, unreported)
-            << unreported << " of " << count
-            << " munmap() calls made by a signal handler that interrupted "
-               "sbrk() raised no VM_UNMAPPED";
+        << unreported << " of " << count
+        << " munmap() calls made by a signal handler that interrupted "
+           "sbrk() raised no VM_UNMAPPED";
 }
 
 } // namespace

@@ -55,12 +55,12 @@ void *UCMT_FN(UCMT_PREFIX, dlopen)(const char *path, int flags)
 /* munmap through a function pointer stored in initialized data: the
  * dynamic linker fills it with an absolute relocation (R_X86_64_64), not a
  * GOT/PLT slot. */
-int (*UCMT_FN(UCMT_PREFIX, munmap_table)[1])(void*, size_t) = {munmap};
+int (*UCMT_FN(UCMT_PREFIX, munmap_table)[1])(void *, size_t) = {munmap};
 
 int UCMT_FN(UCMT_PREFIX, munmap_via_table)(void *addr, size_t len)
 {
-    int (*volatile *entry)(void*, size_t) =
-            &UCMT_FN(UCMT_PREFIX, munmap_table)[0];
+    int (*volatile * entry)(void *, size_t) =
+        &UCMT_FN(UCMT_PREFIX, munmap_table)[0];
 
     return (*entry)(addr, len);
 }

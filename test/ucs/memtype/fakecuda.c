@@ -15,7 +15,7 @@
 
 typedef struct {
     uintptr_t address;
-    size_t    size;
+    size_t size;
 } ucmt_fakecuda_alloc_t;
 
 static pthread_mutex_t ucmt_fakecuda_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -90,20 +90,22 @@ static int ucmt_fakecuda_free(uintptr_t address)
     if (size == 0) {
         return -2;
     }
-    munmap((void*)address, size);
+    munmap((void *)address, size);
     return 0;
 }
 
 static CUresult ucmt_fakecuda_cu_result(int ret)
 {
-    return (ret == 0)  ? CUDA_SUCCESS :
-           (ret == -1) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    return (ret == 0)    ? CUDA_SUCCESS
+           : (ret == -1) ? CUDA_ERROR_OUT_OF_MEMORY
+                         : CUDA_ERROR_INVALID_VALUE;
 }
 
 static cudaError_t ucmt_fakecuda_rt_result(int ret)
 {
-    return (ret == 0)  ? cudaSuccess :
-           (ret == -1) ? cudaErrorMemoryAllocation : cudaErrorInvalidValue;
+    return (ret == 0)    ? cudaSuccess
+           : (ret == -1) ? cudaErrorMemoryAllocation
+                         : cudaErrorInvalidValue;
 }
 
 static int ucmt_fakecuda_pitch(size_t *pitch_p, size_t width, size_t height,
@@ -144,7 +146,7 @@ cudaError_t ucmt_fakecuda_rt_alloc(void **devPtr, size_t size)
     int ret = (devPtr == NULL) ? -2 : ucmt_fakecuda_alloc(&address, size);
 
     if (ret == 0) {
-        *devPtr = (void*)address;
+        *devPtr = (void *)address;
     }
     return ucmt_fakecuda_rt_result(ret);
 }
@@ -172,9 +174,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
     return ucmt_fakecuda_cu_alloc(dptr, bytesize);
 }
 
-CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch,
-                         size_t WidthInBytes, size_t Height,
-                         unsigned int ElementSizeBytes)
+CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                         size_t Height, unsigned int ElementSizeBytes)
 {
     size_t pitch, size;
     int ret = ucmt_fakecuda_pitch(&pitch, WidthInBytes, Height, &size);

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define UCMT_FAKECUDA_MAX_SIZE (1ul << 30)
-#define UCMT_FAKECUDA_PITCH    512ul   /* row pitch alignment */
+#define UCMT_FAKECUDA_PITCH    512ul /* row pitch alignment */
 
 /* Size the fake handed out at 'address' (0 if it is not live). */
 size_t ucmt_fakecuda_size(const void *address);

@@ -16,19 +16,21 @@ extern "C" {
 #include <thread>
 #include <vector>
 
-namespace {
+namespace
+{
 
 /* Fake addresses: the cache never dereferences them. */
 const uintptr_t BASE = 0x7f0000000000ul;
-const size_t    PAGE = 4096;
+const size_t PAGE    = 4096;
 
 void *addr(size_t page, size_t offset = 0)
 {
-    return (void*)(BASE + (page * PAGE) + offset);
+    return (void *)(BASE + (page * PAGE) + offset);
 }
 
-class memtype_cache : public ::testing::Test {
-protected:
+class memtype_cache : public ::testing::Test
+{
+  protected:
     void SetUp() override
     {
         ASSERT_EQ(UCS_OK, ucs_memtype_cache_create(0, &m_cache));
@@ -71,7 +73,7 @@ TEST_F(memtype_cache, empty_is_unknown)
 {
     expect_none(addr(0), 1);
     expect_none(addr(0), PAGE * 100);
-    expect_none((void*)0, 1);
+    expect_none((void *)0, 1);
 }
 
 TEST_F(memtype_cache, covered_ranges)
@@ -90,7 +92,7 @@ TEST_F(memtype_cache, partial_overlap_is_unknown_not_host)
 {
     ASSERT_EQ(UCS_OK, ucs_memtype_cache_update(m_cache, addr(10), 4 * PAGE,
                                                UCS_MEMORY_TYPE_CUDA));
-    expect_type(addr(9, PAGE - 1), 2, UCS_MEMORY_TYPE_UNKNOWN); /* head */
+    expect_type(addr(9, PAGE - 1), 2, UCS_MEMORY_TYPE_UNKNOWN);  /* head */
     expect_type(addr(13, PAGE - 1), 2, UCS_MEMORY_TYPE_UNKNOWN); /* tail */
     expect_type(addr(9), 6 * PAGE, UCS_MEMORY_TYPE_UNKNOWN); /* both sides */
 
@@ -161,24 +163,24 @@ TEST_F(memtype_cache, bad_input)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_memtype_cache_lookup(m_cache, addr(0), 1, nullptr));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucs_memtype_cache_lookup(m_cache, (void*)UINTPTR_MAX, 2, &type));
+              ucs_memtype_cache_lookup(m_cache, (void *)UINTPTR_MAX, 2, &type));
     EXPECT_EQ(UCS_MEMORY_TYPE_LAST, type);
 
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucs_memtype_cache_update(m_cache, addr(0), 0,
-                                       UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_PARAM,
+        ucs_memtype_cache_update(m_cache, addr(0), 0, UCS_MEMORY_TYPE_CUDA));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_memtype_cache_update(m_cache, addr(0), SIZE_MAX,
                                        UCS_MEMORY_TYPE_CUDA));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucs_memtype_cache_update(m_cache, addr(0), 1,
-                                       UCS_MEMORY_TYPE_UNKNOWN));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucs_memtype_cache_update(m_cache, addr(0), 1,
-                                       (ucs_memory_type_t)-1));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucs_memtype_cache_update(nullptr, addr(0), 1,
-                                       UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_PARAM,
+        ucs_memtype_cache_update(m_cache, addr(0), 1, UCS_MEMORY_TYPE_UNKNOWN));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_PARAM,
+        ucs_memtype_cache_update(m_cache, addr(0), 1, (ucs_memory_type_t)-1));
+    EXPECT_EQ(
+        UCS_ERR_INVALID_PARAM,
+        ucs_memtype_cache_update(nullptr, addr(0), 1, UCS_MEMORY_TYPE_CUDA));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_memtype_cache_remove(m_cache, addr(0), 0));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
@@ -199,7 +201,7 @@ TEST_F(memtype_cache, bad_input)
  * page ranges must agree with it exactly. */
 TEST_F(memtype_cache, random_against_oracle)
 {
-    const size_t pages = 256;
+    const size_t pages              = 256;
     const ucs_memory_type_t types[] = {UCS_MEMORY_TYPE_HOST,
                                        UCS_MEMORY_TYPE_CUDA,
                                        UCS_MEMORY_TYPE_CUDA_MANAGED};
@@ -223,8 +225,8 @@ TEST_F(memtype_cache, random_against_oracle)
                       UCS_MEMORY_TYPE_LAST);
         }
 
-        first = rng() % pages;
-        count = 1 + (rng() % ucs_min(32ul, pages - first));
+        first    = rng() % pages;
+        count    = 1 + (rng() % ucs_min(32ul, pages - first));
         bool any = false, all = true;
         for (size_t i = first; i < first + count; ++i) {
             any = any || (oracle[i] != UCS_MEMORY_TYPE_LAST);
@@ -249,19 +251,19 @@ TEST(memtype_cache_events, fed_by_libucm_events)
     ucs_memtype_cache_t *cache;
     ucs_memory_type_t type;
 
-    ASSERT_EQ(UCS_OK, ucs_memtype_cache_create(UCS_MEMTYPE_CACHE_FLAG_EVENTS,
-                                               &cache));
+    ASSERT_EQ(UCS_OK,
+              ucs_memtype_cache_create(UCS_MEMTYPE_CACHE_FLAG_EVENTS, &cache));
     ucm_dispatch_mem_type_alloc(addr(50), 3 * PAGE, UCS_MEMORY_TYPE_CUDA);
     ucm_dispatch_mem_type_alloc(addr(60), PAGE, UCS_MEMORY_TYPE_CUDA_MANAGED);
     ucm_dispatch_mem_type_alloc(addr(70), 0, UCS_MEMORY_TYPE_CUDA);
 
-    ASSERT_EQ(UCS_OK, ucs_memtype_cache_lookup(cache, addr(50), 3 * PAGE,
-                                               &type));
+    ASSERT_EQ(UCS_OK,
+              ucs_memtype_cache_lookup(cache, addr(50), 3 * PAGE, &type));
     EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
     ASSERT_EQ(UCS_OK, ucs_memtype_cache_lookup(cache, addr(60), 8, &type));
     EXPECT_EQ(UCS_MEMORY_TYPE_CUDA_MANAGED, type);
-    ASSERT_EQ(UCS_OK, ucs_memtype_cache_lookup(cache, addr(49), 2 * PAGE,
-                                               &type));
+    ASSERT_EQ(UCS_OK,
+              ucs_memtype_cache_lookup(cache, addr(49), 2 * PAGE, &type));
     EXPECT_EQ(UCS_MEMORY_TYPE_UNKNOWN, type);
     EXPECT_EQ(UCS_ERR_NO_ELEM,
               ucs_memtype_cache_lookup(cache, addr(70), PAGE, &type));
@@ -342,8 +344,8 @@ TEST_F(memtype_cache, concurrent_readers_and_writer)
                     (type != UCS_MEMORY_TYPE_CUDA_MANAGED)) {
                     ++bad;
                 }
-                ucs_status_t status = ucs_memtype_cache_lookup(
-                        m_cache, addr(5), PAGE, &type);
+                ucs_status_t status =
+                    ucs_memtype_cache_lookup(m_cache, addr(5), PAGE, &type);
                 if ((status != UCS_ERR_NO_ELEM) &&
                     ((status != UCS_OK) || (type != UCS_MEMORY_TYPE_CUDA))) {
                     ++bad;
@@ -355,19 +357,19 @@ TEST_F(memtype_cache, concurrent_readers_and_writer)
 
     /* at least 20 rounds, and until the readers did some lookups (they
      * may start late on a loaded machine), within 5 seconds */
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::seconds(5);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     for (int round = 0;
          (round < 20) || ((lookups.load() < 1000) &&
                           (std::chrono::steady_clock::now() < deadline));
          ++round) {
         for (size_t page = 0; page < 500; page += 2) {
-            ASSERT_EQ(UCS_OK, ucs_memtype_cache_update(
-                    m_cache, addr(page), PAGE, UCS_MEMORY_TYPE_CUDA));
+            ASSERT_EQ(UCS_OK,
+                      ucs_memtype_cache_update(m_cache, addr(page), PAGE,
+                                               UCS_MEMORY_TYPE_CUDA));
         }
         for (size_t page = 0; page < 500; page += 2) {
-            ASSERT_EQ(UCS_OK, ucs_memtype_cache_remove(m_cache, addr(page),
-                                                       PAGE));
+            ASSERT_EQ(UCS_OK,
+                      ucs_memtype_cache_remove(m_cache, addr(page), PAGE));
         }
     }
     stop = true;

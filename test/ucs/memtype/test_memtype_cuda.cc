@@ -29,11 +29,12 @@ extern "C" {
 #include <thread>
 #include <vector>
 
-namespace {
+namespace
+{
 
 std::atomic<unsigned long> alloc_events(0), free_events(0);
 
-void count_event(ucm_event_type_t type, ucm_event_t*, void*)
+void count_event(ucm_event_type_t type, ucm_event_t *, void *)
 {
     if (type == UCM_EVENT_MEM_TYPE_ALLOC) {
         ++alloc_events;
@@ -43,13 +44,13 @@ void count_event(ucm_event_type_t type, ucm_event_t*, void*)
 }
 
 typedef ucs_status_t (*install_func_t)(void);
-typedef void (*stats_func_t)(ucm_cuda_hooks_stats_t*);
+typedef void (*stats_func_t)(ucm_cuda_hooks_stats_t *);
 
 /* libucm_cuda, loaded once by the first test that needs it. */
 struct hooks {
-    void           *handle  = nullptr;
-    install_func_t install  = nullptr;
-    stats_func_t   stats    = nullptr;
+    void *handle           = nullptr;
+    install_func_t install = nullptr;
+    stats_func_t stats     = nullptr;
 };
 
 hooks &load_hooks()
@@ -58,9 +59,9 @@ hooks &load_hooks()
     if (h.handle == nullptr) {
         h.handle = dlopen(UCMT_CUDA_LIB, RTLD_NOW | RTLD_LOCAL);
         if (h.handle != nullptr) {
-            h.install = (install_func_t)dlsym(h.handle,
-                                              "ucm_cuda_hooks_install");
-            h.stats   = (stats_func_t)dlsym(h.handle, "ucm_cuda_hooks_stats");
+            h.install =
+                (install_func_t)dlsym(h.handle, "ucm_cuda_hooks_install");
+            h.stats = (stats_func_t)dlsym(h.handle, "ucm_cuda_hooks_stats");
         }
     }
     return h;
@@ -71,20 +72,21 @@ bool hooks_loaded()
     return dlopen(UCMT_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD) != nullptr;
 }
 
-class memtype_cuda : public ::testing::Test {
-protected:
+class memtype_cuda : public ::testing::Test
+{
+  protected:
     static void SetUpTestSuite()
     {
         ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MEM_TYPE_ALLOC |
-                                                UCM_EVENT_MEM_TYPE_FREE,
+                                                    UCM_EVENT_MEM_TYPE_FREE,
                                                 0, count_event, nullptr));
     }
 
     static void TearDownTestSuite()
     {
         ucm_unset_event_handler(UCM_EVENT_MEM_TYPE_ALLOC |
-                                UCM_EVENT_MEM_TYPE_FREE, count_event,
-                                nullptr);
+                                    UCM_EVENT_MEM_TYPE_FREE,
+                                count_event, nullptr);
         ucs_memtype_cache_global_cleanup();
     }
 
@@ -113,8 +115,8 @@ protected:
     /* The cache knows exactly [address, address + size) as 'expected' */
     void expect_known(const void *address, ucs_memory_type_t expected)
     {
-        size_t size = ucmt_fakecuda_size(address);
-        const char *p = (const char*)address;
+        size_t size   = ucmt_fakecuda_size(address);
+        const char *p = (const char *)address;
         ucs_memory_type_t type;
 
         ASSERT_NE(0ul, size) << "the fake does not know " << address;
@@ -148,10 +150,10 @@ protected:
 
 /* One allocator and its release, as the application would call them. */
 struct allocator {
-    std::string                          name;
-    ucs_memory_type_t                    type;
-    std::function<bool(void**, size_t)>  alloc;
-    std::function<bool(void*)>           release;
+    std::string name;
+    ucs_memory_type_t type;
+    std::function<bool(void **, size_t)> alloc;
+    std::function<bool(void *)> release;
 };
 
 std::vector<allocator> allocators()
@@ -162,7 +164,7 @@ std::vector<allocator> allocators()
     auto cu_free_async = [](void *p) {
         return cuMemFreeAsync((CUdeviceptr)p, nullptr) == CUDA_SUCCESS;
     };
-    auto rt_free = [](void *p) { return cudaFree(p) == cudaSuccess; };
+    auto rt_free       = [](void *p) { return cudaFree(p) == cudaSuccess; };
     auto rt_free_async = [](void *p) {
         return cudaFreeAsync(p, nullptr) == cudaSuccess;
     };
@@ -172,50 +174,56 @@ std::vector<allocator> allocators()
          [](void **p, size_t n) {
              CUdeviceptr d;
              bool ok = (cuMemAlloc(&d, n) == CUDA_SUCCESS);
-             *p = (void*)d;
+             *p      = (void *)d;
              return ok;
-         }, cu_free},
+         },
+         cu_free},
         {"cuMemAllocManaged", UCS_MEMORY_TYPE_CUDA_MANAGED,
          [](void **p, size_t n) {
              CUdeviceptr d;
              bool ok = (cuMemAllocManaged(&d, n, CU_MEM_ATTACH_GLOBAL) ==
                         CUDA_SUCCESS);
-             *p = (void*)d;
+             *p      = (void *)d;
              return ok;
-         }, cu_free},
+         },
+         cu_free},
         {"cuMemAllocPitch", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) {
              CUdeviceptr d;
              size_t pitch;
              bool ok = (cuMemAllocPitch(&d, &pitch, n, 3, 4) == CUDA_SUCCESS);
-             *p = (void*)d;
+             *p      = (void *)d;
              return ok && (pitch >= n);
-         }, cu_free},
+         },
+         cu_free},
         {"cuMemAllocAsync", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) {
              CUdeviceptr d;
              bool ok = (cuMemAllocAsync(&d, n, nullptr) == CUDA_SUCCESS);
-             *p = (void*)d;
+             *p      = (void *)d;
              return ok;
-         }, cu_free_async},
+         },
+         cu_free_async},
         {"cudaMalloc", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) { return cudaMalloc(p, n) == cudaSuccess; },
          rt_free},
         {"cudaMallocManaged", UCS_MEMORY_TYPE_CUDA_MANAGED,
          [](void **p, size_t n) {
-             return cudaMallocManaged(p, n, cudaMemAttachGlobal) ==
-                    cudaSuccess;
-         }, rt_free},
+             return cudaMallocManaged(p, n, cudaMemAttachGlobal) == cudaSuccess;
+         },
+         rt_free},
         {"cudaMallocPitch", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) {
              size_t pitch;
              return (cudaMallocPitch(p, &pitch, n, 5) == cudaSuccess) &&
                     (pitch >= n);
-         }, rt_free},
+         },
+         rt_free},
         {"cudaMallocAsync", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) {
              return cudaMallocAsync(p, n, nullptr) == cudaSuccess;
-         }, rt_free_async},
+         },
+         rt_free_async},
         /* per-thread default stream variants */
         {"cuMemAllocAsync_ptsz", UCS_MEMORY_TYPE_CUDA, ucmt_ptsz_cu_alloc,
          ucmt_ptsz_cu_free},
@@ -226,9 +234,10 @@ std::vector<allocator> allocators()
          [](void **p, size_t n) {
              CUdeviceptr d;
              bool ok = (cuMemAlloc(&d, n) == CUDA_SUCCESS);
-             *p = (void*)d;
+             *p      = (void *)d;
              return ok;
-         }, rt_free},
+         },
+         rt_free},
         {"cudaMalloc+cuMemFree", UCS_MEMORY_TYPE_CUDA,
          [](void **p, size_t n) { return cudaMalloc(p, n) == cudaSuccess; },
          cu_free},
@@ -289,7 +298,7 @@ TEST_F(memtype_cuda, every_allocator_reported)
 TEST_F(memtype_cuda, failures_and_empty_not_reported)
 {
     install();
-    void *p = nullptr;
+    void *p       = nullptr;
     CUdeviceptr d = 0;
 
     EXPECT_EQ(cudaErrorMemoryAllocation,
@@ -325,8 +334,8 @@ TEST_F(memtype_cuda, managed_freed_by_driver)
     install();
     void *p = nullptr;
 
-    ASSERT_EQ(cudaSuccess, cudaMallocManaged(&p, 3 * 4096,
-                                             cudaMemAttachGlobal));
+    ASSERT_EQ(cudaSuccess,
+              cudaMallocManaged(&p, 3 * 4096, cudaMemAttachGlobal));
     expect_known(p, UCS_MEMORY_TYPE_CUDA_MANAGED);
     ASSERT_EQ(CUDA_SUCCESS, cuMemFree((CUdeviceptr)p));
     expect_unknown(p, 3 * 4096);
@@ -338,7 +347,7 @@ TEST_F(memtype_cuda, threads)
     const int nthreads = 4, iterations = 300;
     std::atomic<unsigned long> bad(0);
     std::vector<std::thread> threads;
-    std::vector<std::vector<std::pair<void*, size_t>>> seen(nthreads);
+    std::vector<std::vector<std::pair<void *, size_t>>> seen(nthreads);
 
     for (int t = 0; t < nthreads; ++t) {
         threads.emplace_back([&, t]() {
@@ -351,7 +360,8 @@ TEST_F(memtype_cuda, threads)
                     continue;
                 }
                 if ((ucs_memtype_cache_lookup(m_cache, p, size, &type) !=
-                     UCS_OK) || (type != UCS_MEMORY_TYPE_CUDA)) {
+                     UCS_OK) ||
+                    (type != UCS_MEMORY_TYPE_CUDA)) {
                     ++bad;
                 }
                 seen[t].emplace_back(p, size);
@@ -376,7 +386,8 @@ TEST_F(memtype_cuda, threads)
 
 } // namespace
 
-namespace {
+namespace
+{
 
 /* An object loaded after the installation is patched when it is loaded
  * (libucm's GOT engine follows dlopen), including -fno-plt GLOB_DAT slots in
@@ -389,9 +400,9 @@ TEST_F(memtype_cuda, object_loaded_later)
 
     void *module = dlopen(UCMT_CUDA_USER_LIB, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(nullptr, module) << dlerror();
-    auto user_alloc = (int (*)(void**, size_t))dlsym(
-            module, "ucmt_fakecuda_user_alloc");
-    auto user_free  = (int (*)(void*))dlsym(module, "ucmt_fakecuda_user_free");
+    auto user_alloc =
+        (int (*)(void **, size_t))dlsym(module, "ucmt_fakecuda_user_alloc");
+    auto user_free = (int (*)(void *))dlsym(module, "ucmt_fakecuda_user_free");
     ASSERT_NE(nullptr, user_alloc);
     ASSERT_NE(nullptr, user_free);
 
@@ -419,7 +430,8 @@ TEST_F(memtype_cuda, object_loaded_later)
 
 } // namespace
 
-namespace {
+namespace
+{
 
 const char *const child_env = "UCMT_MEMTYPE_CUDA_CHILD";
 
@@ -437,7 +449,7 @@ TEST(memtype_cuda_env, disabled_by_environment)
         setenv("UCX_MEM_CUDA_HOOKS", "n", 1);
         setenv(child_env, "1", 1);
         execl("/proc/self/exe", "gtest_memtype_cuda",
-              "--gtest_filter=memtype_cuda_child.*", (char*)nullptr);
+              "--gtest_filter=memtype_cuda_child.*", (char *)nullptr);
         _exit(127);
     }
 
@@ -447,7 +459,8 @@ TEST(memtype_cuda_env, disabled_by_environment)
     EXPECT_EQ(0, WEXITSTATUS(status)) << "the child's tests failed";
 }
 
-class memtype_cuda_child : public memtype_cuda {
+class memtype_cuda_child : public memtype_cuda
+{
 };
 
 /* Run by memtype_cuda_env.disabled_by_environment in its child. */

@@ -17,7 +17,7 @@ int ucmt_ptsz_cu_alloc(void **address_p, size_t size)
     if (cuMemAllocAsync(&dptr, size, NULL) != CUDA_SUCCESS) {
         return 0;
     }
-    *address_p = (void*)dptr;
+    *address_p = (void *)dptr;
     return 1;
 }
 

@@ -11,7 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-namespace rcache_test {
+namespace rcache_test
+{
 
 bool read_pfns(uintptr_t addr, size_t npages, std::vector<uint64_t> &out,
                int fd)
@@ -26,8 +27,8 @@ bool read_pfns(uintptr_t addr, size_t npages, std::vector<uint64_t> &out,
     }
     out.resize(npages);
     ssize_t bytes = npages * sizeof(uint64_t);
-    ssize_t ret   = pread(fd, out.data(), bytes,
-                          (addr / page_size) * sizeof(uint64_t));
+    ssize_t ret =
+        pread(fd, out.data(), bytes, (addr / page_size) * sizeof(uint64_t));
     if (own >= 0) {
         close(own);
     }
@@ -47,8 +48,8 @@ bool on_valgrind()
     return (preload != nullptr) && (strstr(preload, "vgpreload") != nullptr);
 }
 
-std::string check_region(const test_region *region, uintptr_t addr,
-                         size_t len, int fd)
+std::string check_region(const test_region *region, uintptr_t addr, size_t len,
+                         int fd)
 {
     if (region->magic != region_magic_alive) {
         return "region is not registered";
@@ -69,21 +70,22 @@ std::string check_region(const test_region *region, uintptr_t addr,
         uint64_t then = (*region->pfns)[p - rfirst];
         if (then != now[p - first]) {
             char buf[160];
-            snprintf(buf, sizeof(buf), "stale: page 0x%lx frame 0x%lx at "
-                     "registration, 0x%lx now", (unsigned long)(p * page_size),
-                     (unsigned long)then, (unsigned long)now[p - first]);
+            snprintf(buf, sizeof(buf),
+                     "stale: page 0x%lx frame 0x%lx at "
+                     "registration, 0x%lx now",
+                     (unsigned long)(p * page_size), (unsigned long)then,
+                     (unsigned long)now[p - first]);
             return buf;
         }
     }
     return "";
 }
 
-ucs_status_t rcache_fixture::mem_reg_cb(void *context, ucs_rcache_t *,
-                                        void *, ucs_rcache_region_t *r,
-                                        uint16_t)
+ucs_status_t rcache_fixture::mem_reg_cb(void *context, ucs_rcache_t *, void *,
+                                        ucs_rcache_region_t *r, uint16_t)
 {
-    rcache_fixture *self = static_cast<rcache_fixture*>(context);
-    test_region *region  = reinterpret_cast<test_region*>(r);
+    rcache_fixture *self = static_cast<rcache_fixture *>(context);
+    test_region *region  = reinterpret_cast<test_region *>(r);
     uintptr_t first      = r->super.start / page_size;
     uintptr_t last       = (r->super.end - 1) / page_size;
     size_t size          = r->super.end - r->super.start;
@@ -96,9 +98,9 @@ ucs_status_t rcache_fixture::mem_reg_cb(void *context, ucs_rcache_t *,
         return UCS_ERR_NO_MEMORY;
     }
     /* like pinning: fault the pages in now (EFAULT if unmapped) */
-    int advice = (r->prot & PROT_WRITE) ? MADV_POPULATE_WRITE :
-                                          MADV_POPULATE_READ;
-    if (ucm_orig_madvise((void*)(first * page_size),
+    int advice =
+        (r->prot & PROT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+    if (ucm_orig_madvise((void *)(first * page_size),
                          (last - first + 1) * page_size, advice) != 0) {
         return UCS_ERR_INVALID_ADDR;
     }
@@ -116,8 +118,8 @@ ucs_status_t rcache_fixture::mem_reg_cb(void *context, ucs_rcache_t *,
 void rcache_fixture::mem_dereg_cb(void *context, ucs_rcache_t *,
                                   ucs_rcache_region_t *r)
 {
-    rcache_fixture *self = static_cast<rcache_fixture*>(context);
-    test_region *region  = reinterpret_cast<test_region*>(r);
+    rcache_fixture *self = static_cast<rcache_fixture *>(context);
+    test_region *region  = reinterpret_cast<test_region *>(r);
 
     EXPECT_EQ(region_magic_alive, region->magic);
     region->magic = region_magic_dead;
@@ -129,9 +131,8 @@ void rcache_fixture::mem_dereg_cb(void *context, ucs_rcache_t *,
     self->dereg_log.push_back(r->super.start);
 }
 
-void rcache_fixture::dump_cb(void *, ucs_rcache_t *,
-                             ucs_rcache_region_t *, char *buf,
-                             size_t max)
+void rcache_fixture::dump_cb(void *, ucs_rcache_t *, ucs_rcache_region_t *,
+                             char *buf, size_t max)
 {
     snprintf(buf, max, "test region");
 }
@@ -139,7 +140,7 @@ void rcache_fixture::dump_cb(void *, ucs_rcache_t *,
 ucs_rcache_params_t rcache_fixture::default_params()
 {
     static const ucs_rcache_ops_t ops = {mem_reg_cb, mem_dereg_cb, dump_cb};
-    ucs_rcache_params_t params = {};
+    ucs_rcache_params_t params        = {};
 
     params.region_struct_size = sizeof(test_region);
     params.alignment          = page_size;
@@ -180,13 +181,13 @@ void rcache_fixture::TearDown()
 test_region *rcache_fixture::get(void *addr, size_t len, int prot)
 {
     ucs_rcache_region_t *region = nullptr;
-    ucs_status_t status = ucs_rcache_get(m_rcache, addr, len, prot, nullptr,
-                                         &region);
+    ucs_status_t status =
+        ucs_rcache_get(m_rcache, addr, len, prot, nullptr, &region);
     EXPECT_EQ(UCS_OK, status) << ucs_status_string(status);
     if (status != UCS_OK) {
         return nullptr;
     }
-    test_region *r = reinterpret_cast<test_region*>(region);
+    test_region *r = reinterpret_cast<test_region *>(region);
     EXPECT_EQ("", check_region(r, (uintptr_t)addr, len));
     EXPECT_EQ(prot, r->super.prot & prot);
     return r;

@@ -26,14 +26,15 @@
 #define TEST_RCACHE_SANITIZED 0
 #endif
 
-namespace rcache_test {
+namespace rcache_test
+{
 
 static const size_t page_size = 4096;
 
 struct test_region {
-    ucs_rcache_region_t      super;
-    std::vector<uint64_t>    *pfns;   /* frames of every page at mem_reg */
-    uint32_t                 magic;
+    ucs_rcache_region_t super;
+    std::vector<uint64_t> *pfns; /* frames of every page at mem_reg */
+    uint32_t magic;
 };
 
 static const uint32_t region_magic_alive = 0xa11fe;
@@ -49,22 +50,23 @@ bool on_valgrind();
 
 /* Oracle: do the recorded frames of region still match for the pages of
  * [addr, addr+len)?  Returns a description of the mismatch, or "". */
-std::string check_region(const test_region *region, uintptr_t addr,
-                         size_t len, int fd = -1);
+std::string check_region(const test_region *region, uintptr_t addr, size_t len,
+                         int fd = -1);
 
-class rcache_fixture : public ::testing::Test {
-public:
+class rcache_fixture : public ::testing::Test
+{
+  public:
     /* mem_reg behaviour knobs */
-    std::atomic<size_t>   fail_above_size{~(size_t)0}; /* fail larger regs */
-    std::atomic<size_t>   max_registered{~(size_t)0};  /* fail past total */
-    std::atomic<size_t>   registered_bytes{0};
+    std::atomic<size_t> fail_above_size{~(size_t)0}; /* fail larger regs */
+    std::atomic<size_t> max_registered{~(size_t)0};  /* fail past total */
+    std::atomic<size_t> registered_bytes{0};
     std::atomic<unsigned> regs{0};
     std::atomic<unsigned> deregs{0};
     std::atomic<unsigned> reg_calls{0};
-    std::mutex            log_lock;
-    std::vector<uintptr_t> dereg_log;  /* start of each deregistered region */
+    std::mutex log_lock;
+    std::vector<uintptr_t> dereg_log; /* start of each deregistered region */
 
-protected:
+  protected:
     ucs_rcache_t *m_rcache = nullptr;
 
     void TearDown() override;

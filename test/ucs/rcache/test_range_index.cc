@@ -8,13 +8,18 @@
 #include <random>
 #include <vector>
 
-namespace {
+namespace
+{
 
-class range_index : public ::testing::Test {
-protected:
+class range_index : public ::testing::Test
+{
+  protected:
     ucs_range_index_t m_index;
 
-    void SetUp() override { ucs_range_index_init(&m_index); }
+    void SetUp() override
+    {
+        ucs_range_index_init(&m_index);
+    }
 
     /* n ranges of a page, a page apart */
     static std::vector<ucs_pgt_region_t> spaced_slots(size_t n)
@@ -26,7 +31,10 @@ protected:
         }
         return slots;
     }
-    void TearDown() override { ucs_range_index_cleanup(&m_index); }
+    void TearDown() override
+    {
+        ucs_range_index_cleanup(&m_index);
+    }
 
     /* hints: 0 plain removal, 1 the leaf insert returned (and the index
      * drained by hints at the end), 2 any number */
@@ -84,8 +92,7 @@ protected:
             EXPECT_GT(n->keys[i], prev) << "node " << idx << " slot " << i;
             prev = n->keys[i];
             if (level == 0) {
-                EXPECT_EQ(n->keys[i],
-                          ((ucs_pgt_region_t*)n->vals[i])->end);
+                EXPECT_EQ(n->keys[i], ((ucs_pgt_region_t *)n->vals[i])->end);
                 ++live;
             } else {
                 live += check_node(n->vals[i], level - 1, child_last);
@@ -111,7 +118,7 @@ protected:
     }
 
     /* walk in address order against the reference */
-    void check(const std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> &ref)
+    void check(const std::map<ucs_pgt_addr_t, ucs_pgt_region_t *> &ref)
     {
         ucs_range_index_iter_t iter;
         check_structure();
@@ -143,7 +150,7 @@ TEST_F(range_index, deep_random_against_map)
 TEST_F(range_index, fill_and_drain)
 {
     std::vector<ucs_pgt_region_t> slots(20000);
-    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t *> ref;
     for (int pass = 0; pass < 2; ++pass) {
         for (size_t i = 0; i < slots.size(); ++i) {
             slots[i].start = 0x1000 + i * 0x40;
@@ -154,7 +161,7 @@ TEST_F(range_index, fill_and_drain)
         }
         check(ref);
         for (size_t k = 0; k < slots.size(); ++k) {
-            size_t i = pass ? slots.size() - 1 - k : k;
+            size_t i           = pass ? slots.size() - 1 - k : k;
             ucs_pgt_addr_t mid = slots[i].start + 0x20;
             ASSERT_EQ(&slots[i], ucs_range_index_find(&m_index, mid));
             ASSERT_EQ(&slots[i], ucs_range_index_find_racy(&m_index, mid));
@@ -188,7 +195,7 @@ TEST_F(range_index, sliding_window_hinted)
 {
     std::vector<ucs_pgt_region_t> slots = spaced_slots(20000);
     std::vector<uint32_t> leaf(slots.size());
-    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t *> ref;
     const size_t window = 1000;
     for (size_t i = 0; i < slots.size(); ++i) {
         reserve();
@@ -220,7 +227,7 @@ TEST_F(range_index, sliding_window_both_ways)
 {
     std::vector<ucs_pgt_region_t> slots = spaced_slots(6000);
     std::vector<uint32_t> leaf(slots.size());
-    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t *> ref;
     const size_t window = 700;
     for (int pass = 0; pass < 4; ++pass) {
         bool down = (pass % 2) == 0;
@@ -228,10 +235,10 @@ TEST_F(range_index, sliding_window_both_ways)
             if (k < slots.size()) {
                 size_t i = down ? slots.size() - 1 - k : k;
                 reserve();
-                leaf[i]             = ucs_range_index_insert(&m_index, &slots[i]);
+                leaf[i] = ucs_range_index_insert(&m_index, &slots[i]);
                 ref[slots[i].start] = &slots[i];
-                ASSERT_EQ(&slots[i], ucs_range_index_find(&m_index,
-                                                          slots[i].start));
+                ASSERT_EQ(&slots[i],
+                          ucs_range_index_find(&m_index, slots[i].start));
             }
             if (k >= window) {
                 size_t o = down ? slots.size() - 1 - (k - window) : k - window;
@@ -239,10 +246,10 @@ TEST_F(range_index, sliding_window_both_ways)
                                                            leaf[o]));
                 ASSERT_EQ(0, ucs_range_index_remove_hinted(&m_index, &slots[o],
                                                            leaf[o]));
-                ASSERT_EQ(nullptr, ucs_range_index_find(&m_index,
-                                                        slots[o].start));
+                ASSERT_EQ(nullptr,
+                          ucs_range_index_find(&m_index, slots[o].start));
                 ucs_pgt_region_t *racy =
-                        ucs_range_index_find_racy(&m_index, slots[o].start);
+                    ucs_range_index_find_racy(&m_index, slots[o].start);
                 ASSERT_TRUE((racy == nullptr) ||
                             (racy->start > slots[o].start));
                 ref.erase(slots[o].start);
@@ -256,13 +263,12 @@ TEST_F(range_index, sliding_window_both_ways)
     }
 }
 
-void range_index::random_ops(size_t nslots, int nops, unsigned seed,
-                             int hints)
+void range_index::random_ops(size_t nslots, int nops, unsigned seed, int hints)
 {
     std::mt19937 rng(seed);
     std::vector<ucs_pgt_region_t> slots(nslots);
     std::vector<uint32_t> leaf(nslots, 0);
-    std::map<ucs_pgt_addr_t, ucs_pgt_region_t*> ref;
+    std::map<ucs_pgt_addr_t, ucs_pgt_region_t *> ref;
 
     for (size_t i = 0; i < slots.size(); ++i) {
         slots[i].start = 0x10000 + i * 0x100;
@@ -276,15 +282,17 @@ void range_index::random_ops(size_t nslots, int nops, unsigned seed,
             leaf[r - &slots[0]] = ucs_range_index_insert(&m_index, r);
             ref[r->start]       = r;
         } else if (present) {
-            uint32_t hint = (hints == 1) ? leaf[r - &slots[0]] : (uint32_t)rng();
-            ASSERT_EQ(1, hints ? ucs_range_index_remove_hinted(&m_index, r, hint) :
-                                 ucs_range_index_remove(&m_index, r));
+            uint32_t hint =
+                (hints == 1) ? leaf[r - &slots[0]] : (uint32_t)rng();
+            ASSERT_EQ(1, hints
+                             ? ucs_range_index_remove_hinted(&m_index, r, hint)
+                             : ucs_range_index_remove(&m_index, r));
             ASSERT_EQ(0, ucs_range_index_remove_hinted(&m_index, r, hint));
             ref.erase(r->start);
         }
         /* lookups: inside, at the edges and in the gaps */
-        ucs_pgt_addr_t addr = 0x10000 + rng() % (slots.size() * 0x100);
-        auto it             = ref.upper_bound(addr);
+        ucs_pgt_addr_t addr      = 0x10000 + rng() % (slots.size() * 0x100);
+        auto it                  = ref.upper_bound(addr);
         ucs_pgt_region_t *expect = nullptr;
         if (it != ref.begin()) {
             --it;

@@ -17,16 +17,16 @@
 
 using namespace rcache_test;
 
-class rcache_aftercall : public rcache_fixture {
-protected:
+class rcache_aftercall : public rcache_fixture
+{
+  protected:
     static rcache_aftercall *self;
-    uintptr_t arm_addr = 0;     /* re-register when this range goes */
-    size_t    arm_len  = 0;
-    unsigned  rearmed  = 0;
+    uintptr_t arm_addr = 0; /* re-register when this range goes */
+    size_t arm_len     = 0;
+    unsigned rearmed   = 0;
 
     /* runs after the cache's own VM_UNMAPPED handler (priority 1000) */
-    static void late_unmapped(ucm_event_type_t, ucm_event_t *event,
-                              void *)
+    static void late_unmapped(ucm_event_type_t, ucm_event_t *event, void *)
     {
         rcache_aftercall *t = self;
         if ((t->arm_addr == 0) ||
@@ -34,7 +34,7 @@ protected:
             return;
         }
         ucs_rcache_region_t *r;
-        if (ucs_rcache_get(t->m_rcache, (void*)t->arm_addr, t->arm_len,
+        if (ucs_rcache_get(t->m_rcache, (void *)t->arm_addr, t->arm_len,
                            PROT_READ, nullptr, &r) == UCS_OK) {
             ucs_rcache_region_put(t->m_rcache, r);
             ++t->rearmed;
@@ -45,15 +45,13 @@ protected:
     void SetUp() override
     {
         self = this;
-        ASSERT_EQ(UCS_OK,
-                  ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 2000,
-                                        late_unmapped, nullptr));
+        ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 2000,
+                                                late_unmapped, nullptr));
     }
 
     void TearDown() override
     {
-        ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, late_unmapped,
-                                nullptr);
+        ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, late_unmapped, nullptr);
         rcache_fixture::TearDown();
     }
 };
@@ -66,9 +64,9 @@ TEST_F(rcache_aftercall, shmdt)
     const size_t size = 4 * page_size;
     int shmid         = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
     ASSERT_GE(shmid, 0);
-    char *a = (char*)shmat(shmid, nullptr, 0);
+    char *a = (char *)shmat(shmid, nullptr, 0);
     shmctl(shmid, IPC_RMID, nullptr);
-    ASSERT_NE((void*)-1, a);
+    ASSERT_NE((void *)-1, a);
 
     put(get(a, size));
     arm_addr = (uintptr_t)a;
@@ -86,8 +84,9 @@ TEST_F(rcache_aftercall, brk)
     if (pid == 0) {
         mallopt(M_MMAP_THRESHOLD, 0);
         mallopt(M_TOP_PAD, 0);
-        char *cur = (char*)sbrk(0);
-        char *top = (char*)(((uintptr_t)cur + page_size - 1) & ~(page_size - 1));
+        char *cur = (char *)sbrk(0);
+        char *top =
+            (char *)(((uintptr_t)cur + page_size - 1) & ~(page_size - 1));
         if (brk(top + 4 * page_size) != 0) {
             _exit(1);
         }
@@ -112,6 +111,6 @@ TEST_F(rcache_aftercall, brk)
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     ASSERT_TRUE(WIFEXITED(status)) << status;
     EXPECT_EQ(0, WEXITSTATUS(status))
-            << "4: not re-registered during brk, 5: a registration outlived "
-               "brk";
+        << "4: not re-registered during brk, 5: a registration outlived "
+           "brk";
 }

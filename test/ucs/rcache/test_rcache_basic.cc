@@ -9,14 +9,18 @@
 
 using namespace rcache_test;
 
-class rcache_basic : public rcache_fixture {
-protected:
-    void SetUp() override { ASSERT_EQ(UCS_OK, create()); }
+class rcache_basic : public rcache_fixture
+{
+  protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(UCS_OK, create());
+    }
 };
 
 TEST_F(rcache_basic, hit_returns_same_region)
 {
-    char *buf = (char*)map(4);
+    char *buf       = (char *)map(4);
     test_region *r1 = get(buf + 100, 1000);
     test_region *r2 = get(buf + 200, 500);
     ASSERT_TRUE(r1 && r2);
@@ -37,14 +41,14 @@ TEST_F(rcache_basic, hit_returns_same_region)
 
 TEST_F(rcache_basic, overlapping_and_adjacent_merge)
 {
-    char *buf = (char*)map(8);
+    char *buf      = (char *)map(8);
     test_region *a = get(buf, page_size);
-    test_region *b = get(buf + page_size, page_size);      /* adjacent */
+    test_region *b = get(buf + page_size, page_size); /* adjacent */
     ASSERT_TRUE(a && b);
     EXPECT_NE(a, b);
     EXPECT_EQ((uintptr_t)buf, b->super.super.start);
     EXPECT_EQ((uintptr_t)buf + 2 * page_size, b->super.super.end);
-    test_region *c = get(buf + page_size, 3 * page_size);  /* overlapping */
+    test_region *c = get(buf + page_size, 3 * page_size); /* overlapping */
     ASSERT_TRUE(c);
     EXPECT_EQ((uintptr_t)buf, c->super.super.start);
     EXPECT_EQ((uintptr_t)buf + 4 * page_size, c->super.super.end);
@@ -65,7 +69,7 @@ TEST_F(rcache_basic, overlapping_and_adjacent_merge)
 
 TEST_F(rcache_basic, merge_keeps_protection_the_pages_have)
 {
-    char *buf = (char*)map(2);
+    char *buf = (char *)map(2);
     ASSERT_EQ(0, mprotect(buf + page_size, page_size, PROT_READ));
     test_region *a = get(buf, page_size, PROT_READ | PROT_WRITE);
     test_region *b = get(buf + page_size, page_size, PROT_READ);
@@ -84,7 +88,7 @@ TEST_F(rcache_basic, merge_keeps_protection_the_pages_have)
 
 TEST_F(rcache_basic, stronger_protection_reregisters)
 {
-    char *buf = (char*)map(2);
+    char *buf      = (char *)map(2);
     test_region *a = get(buf, page_size, PROT_READ);
     test_region *b = get(buf, page_size, PROT_READ | PROT_WRITE);
     ASSERT_TRUE(a && b);
@@ -100,10 +104,10 @@ TEST_F(rcache_basic, stronger_protection_reregisters)
 
 TEST_F(rcache_basic, failed_merge_retries_unmerged)
 {
-    char *buf = (char*)map(4);
-    test_region *a = get(buf, 2 * page_size);
+    char *buf       = (char *)map(4);
+    test_region *a  = get(buf, 2 * page_size);
     fail_above_size = 2 * page_size;
-    test_region *b = get(buf + 2 * page_size, page_size);
+    test_region *b  = get(buf + 2 * page_size, page_size);
     ASSERT_TRUE(a && b);
     EXPECT_EQ((uintptr_t)buf + 2 * page_size, b->super.super.start);
     EXPECT_EQ((uintptr_t)buf + 3 * page_size, b->super.super.end);
@@ -115,13 +119,13 @@ TEST_F(rcache_basic, failed_merge_retries_unmerged)
 
 TEST_F(rcache_basic, failed_registration_evicts_unused_and_retries)
 {
-    char *buf = (char*)map(8);
+    char *buf      = (char *)map(8);
     test_region *a = get(buf, page_size);
     test_region *b = get(buf + 2 * page_size, page_size);
     ASSERT_TRUE(a && b);
     put(a);
     put(b);
-    max_registered = 2 * page_size;        /* like RLIMIT_MEMLOCK */
+    max_registered = 2 * page_size; /* like RLIMIT_MEMLOCK */
     test_region *c = get(buf + 4 * page_size, page_size);
     ASSERT_TRUE(c);
     EXPECT_EQ(2u, deregs.load());
@@ -132,7 +136,7 @@ TEST_F(rcache_basic, failed_registration_evicts_unused_and_retries)
     test_region *d = get(buf + 6 * page_size, page_size);
     ASSERT_TRUE(d);
     ucs_rcache_region_t *e = nullptr;
-    max_registered = page_size;
+    max_registered         = page_size;
     EXPECT_NE(UCS_OK, ucs_rcache_get(m_rcache, buf + 4 * page_size,
                                      4 * page_size, PROT_READ, nullptr, &e));
     EXPECT_EQ(nullptr, e);
@@ -142,7 +146,7 @@ TEST_F(rcache_basic, failed_registration_evicts_unused_and_retries)
 
 TEST_F(rcache_basic, held_region_survives_unmap)
 {
-    char *buf = (char*)map(4);
+    char *buf      = (char *)map(4);
     test_region *a = get(buf, 4 * page_size);
     ASSERT_TRUE(a);
     munmap(buf, 4 * page_size);
@@ -152,8 +156,8 @@ TEST_F(rcache_basic, held_region_survives_unmap)
     EXPECT_EQ(0u, deregs.load());
 
     /* same addresses, new pages: a new registration, never the old one */
-    char *buf2 = (char*)mmap(buf, 4 * page_size, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    char *buf2 = (char *)mmap(buf, 4 * page_size, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     ASSERT_EQ(buf, buf2);
     test_region *b = get(buf, 4 * page_size);
     ASSERT_TRUE(b);
@@ -167,7 +171,7 @@ TEST_F(rcache_basic, held_region_survives_unmap)
 
 TEST_F(rcache_basic, partial_unmap_and_map_fixed_invalidate)
 {
-    char *buf = (char*)map(8);
+    char *buf      = (char *)map(8);
     test_region *a = get(buf, 8 * page_size);
     ASSERT_TRUE(a);
     put(a);
@@ -188,19 +192,19 @@ TEST_F(rcache_basic, partial_unmap_and_map_fixed_invalidate)
 
 static void comp_cb(void *arg)
 {
-    ++*static_cast<int*>(arg);
+    ++*static_cast<int *>(arg);
 }
 
 TEST_F(rcache_basic, invalidate_completes_after_last_put)
 {
-    char *buf = (char*)map(2);
-    int done  = 0;
+    char *buf      = (char *)map(2);
+    int done       = 0;
     test_region *a = get(buf, page_size);
     ASSERT_TRUE(a);
     ucs_rcache_region_invalidate(m_rcache, &a->super, comp_cb, &done);
     EXPECT_EQ(0, done);
     EXPECT_EQ(0u, stats().regions);
-    test_region *b = get(buf, page_size);   /* a new registration */
+    test_region *b = get(buf, page_size); /* a new registration */
     ASSERT_TRUE(b);
     EXPECT_NE(a, b);
     put(a);
@@ -209,8 +213,8 @@ TEST_F(rcache_basic, invalidate_completes_after_last_put)
     /* unheld: completes at once */
     put(b);
     ucs_rcache_region_t *c = nullptr;
-    ASSERT_EQ(UCS_OK, ucs_rcache_get(m_rcache, buf, page_size, PROT_READ,
-                                     nullptr, &c));
+    ASSERT_EQ(UCS_OK,
+              ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr, &c));
     ucs_rcache_region_invalidate(m_rcache, c, comp_cb, &done);
     EXPECT_EQ(1, done);
     ucs_rcache_region_put(m_rcache, c);
@@ -220,7 +224,7 @@ TEST_F(rcache_basic, invalidate_completes_after_last_put)
 
 TEST_F(rcache_basic, hold_keeps_region)
 {
-    char *buf = (char*)map(1);
+    char *buf      = (char *)map(1);
     test_region *a = get(buf, 10);
     ASSERT_TRUE(a);
     ucs_rcache_region_hold(m_rcache, &a->super);
@@ -231,16 +235,17 @@ TEST_F(rcache_basic, hold_keeps_region)
     EXPECT_EQ(1u, deregs.load());
 }
 
-class rcache_limits : public rcache_fixture {
+class rcache_limits : public rcache_fixture
+{
 };
 
 TEST_F(rcache_limits, lru_order_and_held_regions)
 {
     ucs_rcache_params_t params = default_params();
-    params.max_regions = 3;
+    params.max_regions         = 3;
     ASSERT_EQ(UCS_OK, create(&params));
 
-    char *buf = (char*)map(16);
+    char *buf = (char *)map(16);
     test_region *r[5];
     for (int i = 0; i < 3; ++i) {
         r[i] = get(buf + 2 * i * page_size, page_size);
@@ -273,10 +278,10 @@ TEST_F(rcache_limits, lru_order_and_held_regions)
 TEST_F(rcache_limits, max_size)
 {
     ucs_rcache_params_t params = default_params();
-    params.max_size = 4 * page_size;
+    params.max_size            = 4 * page_size;
     ASSERT_EQ(UCS_OK, create(&params));
 
-    char *buf = (char*)map(16);
+    char *buf = (char *)map(16);
     for (int i = 0; i < 4; ++i) {
         put(get(buf + 4 * i * page_size, 2 * page_size));
     }
@@ -289,17 +294,17 @@ TEST_F(rcache_limits, max_size)
 TEST_F(rcache_basic, shm_segment_attached_twice)
 {
     const size_t size = 4 * page_size;
-    int shmid = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
+    int shmid         = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
     ASSERT_GE(shmid, 0);
     /* two attachments with a gap, so that they are not merged */
-    char *base = (char*)mmap(nullptr, 3 * size, PROT_NONE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *base = (char *)mmap(nullptr, 3 * size, PROT_NONE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(MAP_FAILED, base);
-    char *a = (char*)shmat(shmid, base, SHM_REMAP);
-    char *b = (char*)shmat(shmid, base + 2 * size, SHM_REMAP);
+    char *a = (char *)shmat(shmid, base, SHM_REMAP);
+    char *b = (char *)shmat(shmid, base + 2 * size, SHM_REMAP);
     shmctl(shmid, IPC_RMID, nullptr);
-    ASSERT_NE((void*)-1, a);
-    ASSERT_NE((void*)-1, b);
+    ASSERT_NE((void *)-1, a);
+    ASSERT_NE((void *)-1, b);
     ASSERT_NE(a, b);
 
     test_region *ra = get(a, size);
@@ -333,7 +338,7 @@ TEST_F(rcache_basic, grown_lookup_hints_stay_exact)
     /* over 64k regions: the hint table (2^18 entries) and the region
      * blocks are the huge-page kind (rcache_huge.c) */
     const size_t n = on_valgrind() ? 40000 : 70000;
-    char *buf      = (char*)map(2 * n);
+    char *buf      = (char *)map(2 * n);
 
     for (int round = 0; round < 3; ++round) { /* misses, index, hints */
         for (size_t i = 0; i < n; ++i) {
@@ -363,8 +368,8 @@ TEST_F(rcache_basic, grown_lookup_hints_stay_exact)
  * rejected and the new pages are registered (frame oracle). */
 TEST_F(rcache_basic, stale_lookup_hint_is_rejected)
 {
-    char *buf = (char*)map(4);
-    char *a   = buf, *b = buf + 2 * page_size;
+    char *buf = (char *)map(4);
+    char *a = buf, *b = buf + 2 * page_size;
 
     memset(buf, 1, 4 * page_size);
     for (int round = 0; round < 2; ++round) { /* misses, then index hits */

@@ -12,8 +12,9 @@
 
 using namespace rcache_test;
 
-class rcache_cleanup : public rcache_fixture {
-protected:
+class rcache_cleanup : public rcache_fixture
+{
+  protected:
     /* waits up to 20 s for deregs to reach count */
     bool wait_deregs(unsigned count)
     {
@@ -38,7 +39,7 @@ TEST_F(rcache_cleanup, thread_deregisters_past_limit)
     params.max_unreleased      = 4 * page_size;
     ASSERT_EQ(UCS_OK, create(&params));
 
-    char *buf = (char*)map(2 * n);
+    char *buf = (char *)map(2 * n);
     register_all(buf, n);
     ASSERT_EQ(n, regs.load());
     ASSERT_EQ(0u, deregs.load());
@@ -58,14 +59,14 @@ TEST_F(rcache_cleanup, below_limit_waits_for_next_call)
     params.max_unreleased      = 64 * page_size;
     ASSERT_EQ(UCS_OK, create(&params));
 
-    char *buf = (char*)map(2 * n);
+    char *buf = (char *)map(2 * n);
     register_all(buf, n);
     munmap(buf, 2 * n * page_size);
     usleep(200000);
     EXPECT_EQ(0u, deregs.load()); /* nothing woke the thread */
     EXPECT_EQ(n * page_size, stats().unreleased);
 
-    char *other = (char*)map(1);
+    char *other = (char *)map(1);
     put(get(other, page_size)); /* the next operation purges */
     EXPECT_EQ(n, deregs.load());
     EXPECT_EQ(0u, stats().cleanups);
@@ -80,7 +81,7 @@ TEST_F(rcache_cleanup, limit_from_environment)
     unsetenv("UCX_RCACHE_MAX_UNRELEASED");
     ASSERT_EQ(UCS_OK, status);
 
-    char *buf = (char*)map(8);
+    char *buf = (char *)map(8);
     register_all(buf, 4);
     munmap(buf, 8 * page_size);
     EXPECT_TRUE(wait_deregs(4)) << deregs.load();

@@ -16,7 +16,8 @@
 
 using namespace rcache_test;
 
-namespace {
+namespace
+{
 
 enum { PROBE_PRESENT = 0, PROBE_ABSENT = 1, PROBE_WRONG = 2 };
 
@@ -25,8 +26,9 @@ void probe_segv(int)
     _exit(PROBE_ABSENT);
 }
 
-class rcache_dontfork : public rcache_fixture {
-protected:
+class rcache_dontfork : public rcache_fixture
+{
+  protected:
     void SetUp() override
     {
         setenv("UCX_RCACHE_DONTFORK", "yes", 1);
@@ -44,10 +46,10 @@ protected:
         pid_t pid = fork();
         if (pid == 0) {
             struct sigaction sa = {};
-            sa.sa_handler = probe_segv;
+            sa.sa_handler       = probe_segv;
             sigaction(SIGSEGV, &sa, nullptr);
             sigaction(SIGBUS, &sa, nullptr);
-            char c = *(const volatile char*)addr;
+            char c = *(const volatile char *)addr;
             _exit((c == expect) ? PROBE_PRESENT : PROBE_WRONG);
         }
         int status = 0;
@@ -64,7 +66,7 @@ protected:
 
     char *filled_pages(size_t npages)
     {
-        char *buf = (char*)map(npages);
+        char *buf = (char *)map(npages);
         for (size_t i = 0; i < npages; ++i) {
             buf[i * page_size] = (char)('a' + i);
         }
@@ -95,7 +97,7 @@ TEST_F(rcache_dontfork, child_lacks_registered_pages)
     put(region); /* still cached: still registered, still marked */
     EXPECT_EQ(PROBE_ABSENT, probe(buf + page_size, 'b'));
 
-    region = get(buf + page_size, page_size);
+    region                 = get(buf + page_size, page_size);
     unsigned deregs_before = deregs;
     drop(region);
     EXPECT_EQ(deregs_before + 1, deregs.load());
@@ -136,7 +138,7 @@ TEST_F(rcache_dontfork, counted_per_page)
 TEST_F(rcache_dontfork, child_registers_its_pages)
 {
     ASSERT_EQ(UCS_OK, create());
-    char *buf = filled_pages(2);
+    char *buf         = filled_pages(2);
     test_region *held = get(buf, page_size);
 
     pid_t pid = fork();

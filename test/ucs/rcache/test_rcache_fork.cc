@@ -12,8 +12,9 @@
 
 using namespace rcache_test;
 
-class rcache_fork : public rcache_fixture {
-protected:
+class rcache_fork : public rcache_fixture
+{
+  protected:
     /* waitpid with a timeout; kills the child if it hangs */
     int wait_child(pid_t pid, int timeout_sec = 20)
     {
@@ -45,14 +46,14 @@ protected:
         }
         unsigned regs_before = regs;
         ucs_rcache_region_t *r;
-        if (ucs_rcache_get(m_rcache, buf, len, PROT_READ | PROT_WRITE,
-                           nullptr, &r) != UCS_OK) {
+        if (ucs_rcache_get(m_rcache, buf, len, PROT_READ | PROT_WRITE, nullptr,
+                           &r) != UCS_OK) {
             return 2;
         }
         if (regs != regs_before + 1) {
-            return 3;   /* a hit on a parent's registration */
+            return 3; /* a hit on a parent's registration */
         }
-        if (check_region(reinterpret_cast<test_region*>(r), (uintptr_t)buf,
+        if (check_region(reinterpret_cast<test_region *>(r), (uintptr_t)buf,
                          len) != "") {
             return 4;
         }
@@ -66,10 +67,10 @@ protected:
     void run(bool purge)
     {
         ucs_rcache_params_t params = default_params();
-        params.flags = purge ? UCS_RCACHE_FLAG_PURGE_ON_FORK : 0;
+        params.flags               = purge ? UCS_RCACHE_FLAG_PURGE_ON_FORK : 0;
         ASSERT_EQ(UCS_OK, create(&params));
 
-        char *buf = (char*)map(4);
+        char *buf         = (char *)map(4);
         test_region *held = get(buf, 2 * page_size);
         put(get(buf + 3 * page_size, page_size));
         ASSERT_TRUE(held);
@@ -77,7 +78,7 @@ protected:
         pid_t pid = fork();
         ASSERT_NE(-1, pid);
         if (pid == 0) {
-            buf[0] = 1;  /* the child's own copy of the page */
+            buf[0] = 1; /* the child's own copy of the page */
             _exit(child_check(buf, 4 * page_size, held));
         }
         EXPECT_EQ(0, wait_child(pid));

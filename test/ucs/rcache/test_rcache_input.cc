@@ -10,13 +10,14 @@
 
 using namespace rcache_test;
 
-class rcache_input : public rcache_fixture {
+class rcache_input : public rcache_fixture
+{
 };
 
 TEST_F(rcache_input, bad_get_arguments)
 {
     ASSERT_EQ(UCS_OK, create());
-    char *buf = (char*)map(1);
+    char *buf              = (char *)map(1);
     ucs_rcache_region_t *r = nullptr;
 
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
@@ -25,9 +26,8 @@ TEST_F(rcache_input, bad_get_arguments)
               ucs_rcache_get(m_rcache, nullptr, 1, PROT_READ, nullptr, &r));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_rcache_get(m_rcache, buf, 0, PROT_READ, nullptr, &r));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              ucs_rcache_get(m_rcache, buf, ~(size_t)0, PROT_READ, nullptr,
-                             &r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, ucs_rcache_get(m_rcache, buf, ~(size_t)0,
+                                                    PROT_READ, nullptr, &r));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_rcache_get(m_rcache, buf, 1, 0x100, nullptr, &r));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
@@ -40,7 +40,7 @@ TEST_F(rcache_input, bad_get_arguments)
 TEST_F(rcache_input, null_hold_put_invalidate_are_refused)
 {
     ASSERT_EQ(UCS_OK, create());
-    char *buf = (char*)map(1);
+    char *buf      = (char *)map(1);
     test_region *a = get(buf, page_size);
     ASSERT_TRUE(a);
 
@@ -65,7 +65,7 @@ TEST_F(rcache_input, null_hold_put_invalidate_are_refused)
 TEST_F(rcache_input, prot_the_mapping_lacks)
 {
     ASSERT_EQ(UCS_OK, create());
-    char *buf = (char*)map(2, PROT_READ);
+    char *buf              = (char *)map(2, PROT_READ);
     ucs_rcache_region_t *r = nullptr;
 
     EXPECT_EQ(UCS_ERR_INVALID_ADDR,
@@ -76,8 +76,7 @@ TEST_F(rcache_input, prot_the_mapping_lacks)
 
     /* unmapped memory */
     EXPECT_EQ(UCS_ERR_INVALID_ADDR,
-              ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr,
-                             &r));
+              ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr, &r));
     EXPECT_EQ(0u, regs.load());
 }
 
@@ -123,7 +122,7 @@ TEST_F(rcache_input, refused_request_evicts_nothing)
 TEST_F(rcache_input, remembered_mapping_grants_no_more_rights)
 {
     ASSERT_EQ(UCS_OK, create());
-    char *buf = (char*)map(4);
+    char *buf              = (char *)map(4);
     ucs_rcache_region_t *r = nullptr;
 
     ASSERT_EQ(0, mprotect(buf + 2 * page_size, 2 * page_size, PROT_READ));
@@ -170,15 +169,15 @@ TEST_F(rcache_input, bad_create_arguments)
     params.region_struct_size = 8;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_rcache_create(&params, "x", nullptr, &rc));
-    params = default_params();
+    params           = default_params();
     params.alignment = 3000;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_rcache_create(&params, "x", nullptr, &rc));
-    params = default_params();
+    params     = default_params();
     params.ops = nullptr;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_rcache_create(&params, "x", nullptr, &rc));
-    params = default_params();
+    params            = default_params();
     params.ucm_events = UCM_EVENT_MMAP;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               ucs_rcache_create(&params, "x", nullptr, &rc));
@@ -190,7 +189,7 @@ TEST_F(rcache_input, bad_create_arguments)
 TEST_F(rcache_input, destroy_with_held_region)
 {
     ASSERT_EQ(UCS_OK, create());
-    char *buf = (char*)map(1);
+    char *buf      = (char *)map(1);
     test_region *a = get(buf, page_size);
     ASSERT_TRUE(a);
     EXPECT_EQ(UCS_ERR_BUSY, ucs_rcache_destroy_checked(m_rcache));
@@ -203,8 +202,9 @@ TEST_F(rcache_input, destroy_with_held_region)
     munmap(buf, page_size);
 }
 
-class rcache_config : public rcache_fixture {
-protected:
+class rcache_config : public rcache_fixture
+{
+  protected:
     void TearDown() override
     {
         unsetenv("UCX_RCACHE_MAX_REGIONS");
@@ -230,7 +230,7 @@ TEST_F(rcache_config, malformed_values_fail_create)
         ucs_rcache_t *rc = nullptr;
         testing::internal::CaptureStderr();
         ucs_status_t status = create();
-        std::string err = testing::internal::GetCapturedStderr();
+        std::string err     = testing::internal::GetCapturedStderr();
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, status) << kv[0];
         EXPECT_NE(std::string::npos, err.find(kv[0])) << err;
         EXPECT_NE(std::string::npos, err.find(kv[1])) << err;
@@ -244,7 +244,7 @@ TEST_F(rcache_config, max_regions_from_environment)
 {
     setenv("UCX_RCACHE_MAX_REGIONS", "2", 1);
     ASSERT_EQ(UCS_OK, create());
-    char *buf = (char*)map(8);
+    char *buf = (char *)map(8);
     for (int i = 0; i < 4; ++i) {
         put(get(buf + 2 * i * page_size, page_size));
     }
@@ -257,17 +257,17 @@ TEST_F(rcache_config, check_pfn_reports_stale_region)
 {
     setenv("UCX_RCACHE_CHECK_PFN", "4", 1);
     ucs_rcache_params_t params = default_params();
-    params.ucm_events = 0;      /* blind to unmaps: hits can go stale */
+    params.ucm_events          = 0; /* blind to unmaps: hits can go stale */
     ASSERT_EQ(UCS_OK, create(&params));
-    char *buf = (char*)map(2);
+    char *buf = (char *)map(2);
     put(get(buf, 2 * page_size));
     ASSERT_EQ(buf, mmap(buf, 2 * page_size, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
     buf[0] = 1;
     ucs_rcache_region_t *r;
     testing::internal::CaptureStderr();
-    ASSERT_EQ(UCS_OK, ucs_rcache_get(m_rcache, buf, page_size, PROT_READ,
-                                     nullptr, &r));
+    ASSERT_EQ(UCS_OK,
+              ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr, &r));
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_NE(std::string::npos, err.find("STALE")) << err;
     EXPECT_EQ(1u, stats().stale_pfn);

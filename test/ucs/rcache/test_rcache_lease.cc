@@ -16,19 +16,22 @@
 
 using namespace rcache_test;
 
-namespace {
+namespace
+{
 
 /* A worker thread that runs one step at a time when told to. */
-class stepper {
-public:
-    template<typename F> explicit stepper(F body) :
-        m_thread([this, body]() {
-            int step;
-            while ((step = wait_order()) >= 0) {
-                body(step);
-                m_done.store(step);
-            }
-        })
+class stepper
+{
+  public:
+    template <typename F>
+    explicit stepper(F body)
+        : m_thread([this, body]() {
+              int step;
+              while ((step = wait_order()) >= 0) {
+                  body(step);
+                  m_done.store(step);
+              }
+          })
     {
     }
 
@@ -42,8 +45,8 @@ public:
     bool run(int step)
     {
         m_order.store(step);
-        auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::seconds(20);
+        auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (m_done.load() != step) {
             if (std::chrono::steady_clock::now() > deadline) {
                 return false;
@@ -61,7 +64,7 @@ public:
         m_thread = std::thread([]() {});
     }
 
-private:
+  private:
     int wait_order()
     {
         int order;
@@ -73,14 +76,18 @@ private:
 
     std::atomic<int> m_order{-2};
     std::atomic<int> m_done{-2};
-    std::thread      m_thread;
+    std::thread m_thread;
 };
 
 } // namespace
 
-class rcache_lease : public rcache_fixture {
-protected:
-    void SetUp() override { ASSERT_EQ(UCS_OK, create()); }
+class rcache_lease : public rcache_fixture
+{
+  protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(UCS_OK, create());
+    }
 
     /* get and put twice: the second hit leases the region */
     test_region *lease(void *addr, size_t len)
@@ -110,7 +117,7 @@ protected:
  * the stale registration is gone after that call. */
 TEST_F(rcache_lease, stale_lease_never_used)
 {
-    char *buf = (char*)map(4);
+    char *buf        = (char *)map(4);
     test_region *old = nullptr, *now = nullptr;
     stepper owner([&](int step) {
         if (step == 0) {
@@ -146,12 +153,12 @@ TEST_F(rcache_lease, invalid_lease_dropped_while_owner_works_elsewhere)
 {
     /* one mapping: no neighbour mapped next to buf, regions never adjacent
      * (adjacent requests would merge) */
-    char *buf   = (char*)map(8);
+    char *buf   = (char *)map(8);
     char *other = buf + 4 * page_size;
     ASSERT_TRUE(lease(buf, 2 * page_size));
     put(get(other, page_size));
     put(get(other + 2 * page_size, page_size));
-    ASSERT_EQ(0, munmap(buf, 2 * page_size)); /* this thread: one hook call */
+    ASSERT_EQ(0, munmap(buf, 2 * page_size));   /* this thread: one hook call */
     EXPECT_FALSE(deregistered((uintptr_t)buf)); /* still leased */
     for (int i = 0; i < 40; ++i) {
         put(get(other + (i % 2) * 2 * page_size, page_size));
@@ -165,11 +172,11 @@ TEST_F(rcache_lease, invalid_lease_dropped_while_owner_works_elsewhere)
  * lease. */
 TEST_F(rcache_lease, invalid_lease_dropped_by_next_miss)
 {
-    char *buf = (char*)map(8);
+    char *buf = (char *)map(8);
     ASSERT_TRUE(lease(buf, 2 * page_size));
     ASSERT_EQ(0, munmap(buf, 2 * page_size));
     EXPECT_FALSE(deregistered((uintptr_t)buf)); /* still leased */
-    put(get(buf + 4 * page_size, page_size)); /* a miss */
+    put(get(buf + 4 * page_size, page_size));   /* a miss */
     EXPECT_TRUE(deregistered((uintptr_t)buf));
     EXPECT_EQ(2u, regs.load());
     munmap(buf + 2 * page_size, 6 * page_size);
@@ -179,8 +186,8 @@ TEST_F(rcache_lease, invalid_lease_dropped_by_next_miss)
  * unmap deregisters the region at the next call of another thread. */
 TEST_F(rcache_lease, thread_exit_gives_lease_back)
 {
-    char *buf   = (char*)map(2);
-    char *other = (char*)map(1);
+    char *buf   = (char *)map(2);
+    char *other = (char *)map(1);
     stepper owner([&](int) { ASSERT_TRUE(lease(buf, 2 * page_size)); });
     ASSERT_TRUE(owner.run(0));
     owner.finish();
@@ -197,7 +204,7 @@ TEST_F(rcache_lease, thread_exit_gives_lease_back)
  * that finds nothing held). */
 TEST_F(rcache_lease, references_handed_to_another_thread)
 {
-    char *buf = (char*)map(1);
+    char *buf            = (char *)map(1);
     test_region *held[3] = {nullptr, nullptr, nullptr};
     stepper owner([&](int step) {
         if (step == 0) {
@@ -228,7 +235,7 @@ TEST_F(rcache_lease, references_handed_to_another_thread)
  * last put, which deregisters it. */
 TEST_F(rcache_lease, held_lease_deregistered_at_last_put)
 {
-    char *buf = (char*)map(2);
+    char *buf      = (char *)map(2);
     test_region *r = lease(buf, 2 * page_size);
     test_region *h = get(buf, page_size);
     ASSERT_TRUE(r && (r == h));
@@ -242,7 +249,7 @@ TEST_F(rcache_lease, held_lease_deregistered_at_last_put)
 /* Destroy while the owner thread still lives with its lease. */
 TEST_F(rcache_lease, destroy_with_live_owner)
 {
-    char *buf = (char*)map(1);
+    char *buf = (char *)map(1);
     stepper owner([&](int) { ASSERT_TRUE(lease(buf, page_size)); });
     ASSERT_TRUE(owner.run(0));
     EXPECT_EQ(UCS_OK, ucs_rcache_destroy_checked(m_rcache));
@@ -257,7 +264,7 @@ TEST_F(rcache_lease, destroy_with_live_owner)
 TEST_F(rcache_lease, more_threads_than_slots)
 {
     const int nthreads = 80, iters = 50;
-    char *area = (char*)map(2 * nthreads);
+    char *area = (char *)map(2 * nthreads);
     std::atomic<int> ready{0}, go{0};
     std::vector<std::thread> threads;
 
@@ -287,7 +294,7 @@ TEST_F(rcache_lease, more_threads_than_slots)
     EXPECT_EQ((uint64_t)nthreads * iters, s.gets);
     EXPECT_EQ((unsigned)nthreads, regs.load());
     ASSERT_EQ(0, munmap(area, 2 * nthreads * page_size));
-    char *other = (char*)map(1);
+    char *other = (char *)map(1);
     put(get(other, page_size)); /* purges */
     EXPECT_EQ((unsigned)nthreads, deregs.load());
     munmap(other, page_size);
@@ -297,7 +304,7 @@ TEST_F(rcache_lease, more_threads_than_slots)
  * answer with the parent's registration. */
 TEST_F(rcache_lease, fork_child_ignores_parent_lease)
 {
-    char *buf = (char*)map(1);
+    char *buf = (char *)map(1);
     ASSERT_TRUE(lease(buf, page_size));
     pid_t pid = fork();
     ASSERT_NE(-1, pid);
@@ -311,7 +318,7 @@ TEST_F(rcache_lease, fork_child_ignores_parent_lease)
             rc = 1;
         } else if (regs != r + 1) {
             rc = 2; /* the parent's lease answered */
-        } else if (check_region(reinterpret_cast<test_region*>(region),
+        } else if (check_region(reinterpret_cast<test_region *>(region),
                                 (uintptr_t)buf, page_size) != "") {
             rc = 3;
         } else {

@@ -18,7 +18,8 @@
 
 using namespace rcache_test;
 
-namespace {
+namespace
+{
 
 const unsigned num_victims = 48;
 void *victims[num_victims];
@@ -43,8 +44,9 @@ void unmap_victim(int)
 
 } // namespace
 
-class rcache_signal : public rcache_fixture {
-protected:
+class rcache_signal : public rcache_fixture
+{
+  protected:
     static rcache_signal *self;
     bool raise_in_reg = false;
 
@@ -115,13 +117,13 @@ TEST_F(rcache_signal, munmap_in_handler_during_get)
     int ret = in_child([&]() {
         map_victims();
         struct sigaction sa = {};
-        sa.sa_handler = unmap_victim;
+        sa.sa_handler       = unmap_victim;
         sigaction(SIGUSR1, &sa, nullptr);
         raise_in_reg = true;
-        char *buf = (char*)map(1);
+        char *buf    = (char *)map(1);
         ucs_rcache_region_t *r;
-        if (ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr,
-                           &r) != UCS_OK) {
+        if (ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr, &r) !=
+            UCS_OK) {
             return 1;
         }
         ucs_rcache_region_put(m_rcache, r);
@@ -148,25 +150,24 @@ TEST_F(rcache_signal, timer_munmaps_during_misses)
     int ret = in_child([&]() {
         map_victims();
         const unsigned nwork = 256;
-        char *work = (char*)map(2 * nwork);
-        struct sigaction sa = {};
-        sa.sa_handler = unmap_victim;
-        sa.sa_flags   = SA_RESTART;
+        char *work           = (char *)map(2 * nwork);
+        struct sigaction sa  = {};
+        sa.sa_handler        = unmap_victim;
+        sa.sa_flags          = SA_RESTART;
         sigaction(SIGALRM, &sa, nullptr);
         struct itimerval it = {{0, 50}, {0, 50}};
         setitimer(ITIMER_REAL, &it, nullptr);
 
         struct timespec t0, t;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        pool = (char*)mmap(nullptr, pool_pages * page_size, PROT_READ,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        pool = (char *)mmap(nullptr, pool_pages * page_size, PROT_READ,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (pool == MAP_FAILED) {
             return 4;
         }
-        for (unsigned i = 0;
-             (next_victim < (sig_atomic_t)num_victims) ||
-             ((next_pool < (sig_atomic_t)pool_pages) &&
-              ((i % 1024) || (stats().deferred_unmaps == 0)));
+        for (unsigned i = 0; (next_victim < (sig_atomic_t)num_victims) ||
+                             ((next_pool < (sig_atomic_t)pool_pages) &&
+                              ((i % 1024) || (stats().deferred_unmaps == 0)));
              ++i) {
             ucs_rcache_region_t *r;
             char *p = work + 2 * (i % nwork) * page_size;

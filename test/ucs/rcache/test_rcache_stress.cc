@@ -16,28 +16,30 @@
 
 using namespace rcache_test;
 
-namespace {
+namespace
+{
 
 enum buf_kind { BUF_NONE, BUF_MALLOC, BUF_MMAP };
 
 struct slot {
-    buf_kind    kind   = BUF_NONE;
-    char        *ptr   = nullptr;
-    size_t      len    = 0;
-    test_region *held  = nullptr;  /* a region kept across operations */
+    buf_kind kind     = BUF_NONE;
+    char *ptr         = nullptr;
+    size_t len        = 0;
+    test_region *held = nullptr; /* a region kept across operations */
 };
 
 struct worker_result {
     unsigned long ops   = 0;
     unsigned long gets  = 0;
     unsigned long stale = 0;
-    std::string   first_stale;
+    std::string first_stale;
 };
 
 } // namespace
 
-class rcache_stress : public rcache_fixture {
-public:
+class rcache_stress : public rcache_fixture
+{
+  public:
     std::atomic<bool> m_stop{false};
 
     ucs_rcache_stats_t churn(unsigned long max_regions,
@@ -71,13 +73,12 @@ public:
         s.kind = BUF_NONE;
     }
 
-    void check_get(slot &s, size_t off, size_t len, int fd,
-                   worker_result &res, std::mt19937 &rng)
+    void check_get(slot &s, size_t off, size_t len, int fd, worker_result &res,
+                   std::mt19937 &rng)
     {
         ucs_rcache_region_t *r;
-        ucs_status_t status = ucs_rcache_get(m_rcache, s.ptr + off, len,
-                                             PROT_READ | PROT_WRITE, nullptr,
-                                             &r);
+        ucs_status_t status = ucs_rcache_get(
+            m_rcache, s.ptr + off, len, PROT_READ | PROT_WRITE, nullptr, &r);
         ++res.gets;
         if (status != UCS_OK) {
             ++res.stale;
@@ -86,7 +87,7 @@ public:
             }
             return;
         }
-        test_region *tr = reinterpret_cast<test_region*>(r);
+        test_region *tr = reinterpret_cast<test_region *>(r);
         std::string err = check_region(tr, (uintptr_t)s.ptr + off, len, fd);
         if (!err.empty()) {
             ++res.stale;
@@ -95,7 +96,7 @@ public:
             }
         }
         if ((s.held == nullptr) && ((rng() % 4) == 0)) {
-            s.held = tr;       /* keep it while the memory churns */
+            s.held = tr; /* keep it while the memory churns */
         } else {
             put(tr);
         }
@@ -109,7 +110,7 @@ public:
 
         ASSERT_GE(fd, 0);
         while ((res.ops < max_ops) && !m_stop) {
-            slot &s = slots[rng() % 12];
+            slot &s     = slots[rng() % 12];
             unsigned op = rng() % 100;
             ++res.ops;
 
@@ -118,12 +119,11 @@ public:
                  * system calls that no hook sees: use mmap there only */
                 if ((op < 60) && !TEST_RCACHE_SANITIZED) {
                     s.len  = 1 + rng() % ((op < 50) ? 16384 : 300000);
-                    s.ptr  = (char*)malloc(s.len);
+                    s.ptr  = (char *)malloc(s.len);
                     s.kind = BUF_MALLOC;
                 } else {
-                    s.len  = (1 + rng() % 16) * page_size;
-                    s.ptr  = (char*)mmap(nullptr, s.len,
-                                         PROT_READ | PROT_WRITE,
+                    s.len = (1 + rng() % 16) * page_size;
+                    s.ptr = (char *)mmap(nullptr, s.len, PROT_READ | PROT_WRITE,
                                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                     s.kind = BUF_MMAP;
                 }
@@ -140,19 +140,18 @@ public:
                         s.held = nullptr;
                     }
                     size_t len = 1 + rng() % 300000;
-                    char *p    = (char*)realloc(s.ptr, len);
+                    char *p    = (char *)realloc(s.ptr, len);
                     if (p != nullptr) {
-                        s.ptr = p;
-                        s.len = len;
+                        s.ptr            = p;
+                        s.len            = len;
                         s.ptr[s.len - 1] = 0x3c;
                     }
                 } else {
                     size_t len = (1 + rng() % 16) * page_size;
-                    char *p    = (char*)mremap(s.ptr, s.len, len,
-                                               MREMAP_MAYMOVE);
+                    char *p = (char *)mremap(s.ptr, s.len, len, MREMAP_MAYMOVE);
                     if (p != MAP_FAILED) {
-                        s.ptr = p;
-                        s.len = len;
+                        s.ptr            = p;
+                        s.len            = len;
                         s.ptr[s.len - 1] = 0x3c;
                     }
                 }
@@ -187,8 +186,8 @@ ucs_rcache_stats_t rcache_stress::churn(unsigned long max_regions,
                                         unsigned long total_ops)
 {
     ucs_rcache_params_t params = default_params();
-    params.max_regions = max_regions;
-    ucs_status_t status = create(&params);
+    params.max_regions         = max_regions;
+    ucs_status_t status        = create(&params);
     if (status != UCS_OK) {
         ADD_FAILURE() << "create: " << ucs_status_string(status);
         return {};
@@ -212,8 +211,9 @@ ucs_rcache_stats_t rcache_stress::churn(unsigned long max_regions,
         for (auto &r : results) {
             done = done && (r.ops >= total_ops / nthreads);
         }
-        auto sec = std::chrono::duration<double>(
-                std::chrono::steady_clock::now() - t0).count();
+        auto sec =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count();
         if (done || (sec > 18)) {
             break;
         }
@@ -226,47 +226,50 @@ ucs_rcache_stats_t rcache_stress::churn(unsigned long max_regions,
 
     unsigned long ops = 0, gets = 0, stale = 0;
     for (auto &r : results) {
-        ops   += r.ops;
-        gets  += r.gets;
+        ops += r.ops;
+        gets += r.gets;
         stale += r.stale;
         EXPECT_EQ(0u, r.stale) << r.first_stale;
     }
     ucs_rcache_stats_t s = stats();
-    double sec = std::chrono::duration<double>(
-            std::chrono::steady_clock::now() - t0).count();
+    double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     printf("[ stress   ] %lu ops (%lu gets) in %.1f s by %u threads: "
            "%lu stale; misses %lu, hits %lu, merges %lu, unmap "
-           "invalidations %lu, evictions %lu\n", ops, gets, sec, nthreads,
-           stale, (unsigned long)s.misses,
-           (unsigned long)(s.hits_fast + s.hits_slow),
-           (unsigned long)s.merges, (unsigned long)s.unmap_invalidations,
-           (unsigned long)s.evictions);
+           "invalidations %lu, evictions %lu\n",
+           ops, gets, sec, nthreads, stale, (unsigned long)s.misses,
+           (unsigned long)(s.hits_fast + s.hits_slow), (unsigned long)s.merges,
+           (unsigned long)s.unmap_invalidations, (unsigned long)s.evictions);
     EXPECT_EQ(0u, stale);
     return s;
 }
 
 TEST_F(rcache_stress, churn_never_returns_stale_region)
 {
-    churn(1000, on_valgrind() ? 30000 :
-                TEST_RCACHE_SANITIZED ? 400000 : 1200000);
+    churn(1000, on_valgrind()           ? 30000
+                : TEST_RCACHE_SANITIZED ? 400000
+                                        : 1200000);
 }
 
 /* the same with a small cache: most misses evict (the LRU's oldest, out
  * of the range index while other threads look it up lock-free) */
 TEST_F(rcache_stress, churn_with_evictions_never_returns_stale_region)
 {
-    ucs_rcache_stats_t s = churn(6, on_valgrind() ? 10000 :
-                                    TEST_RCACHE_SANITIZED ? 60000 : 200000);
+    ucs_rcache_stats_t s = churn(6, on_valgrind()           ? 10000
+                                    : TEST_RCACHE_SANITIZED ? 60000
+                                                            : 200000);
     EXPECT_GT(s.evictions, 0u);
 }
 
-namespace {
+namespace
+{
 
 /* ops of the serialization test: mem_reg counts the times another thread
  * was inside mem_reg meanwhile (mem_dereg may run outside the registration
  * path: a put of the last reference to an evicted region) */
 struct serial_ops_state {
-    std::atomic<int>      inside{0};
+    std::atomic<int> inside{0};
     std::atomic<unsigned> overlaps{0};
     std::atomic<unsigned> regs{0};
     std::atomic<unsigned> deregs{0};
@@ -275,7 +278,7 @@ struct serial_ops_state {
 ucs_status_t serial_mem_reg(void *context, ucs_rcache_t *, void *,
                             ucs_rcache_region_t *, uint16_t)
 {
-    serial_ops_state *st = static_cast<serial_ops_state*>(context);
+    serial_ops_state *st = static_cast<serial_ops_state *>(context);
     if (st->inside.fetch_add(1) != 0) {
         st->overlaps++;
     }
@@ -289,7 +292,7 @@ ucs_status_t serial_mem_reg(void *context, ucs_rcache_t *, void *,
 
 void serial_mem_dereg(void *context, ucs_rcache_t *, ucs_rcache_region_t *)
 {
-    static_cast<serial_ops_state*>(context)->deregs++;
+    static_cast<serial_ops_state *>(context)->deregs++;
 }
 
 } // namespace
@@ -306,8 +309,8 @@ TEST_F(rcache_stress, registration_path_serialized)
     ASSERT_EQ(UCS_OK, create_with_ops(&ops, &st, 64));
 
     const unsigned nthreads = 4, npages = 512; /* every second page used */
-    const unsigned rounds   = on_valgrind() ? 1 : 4;
-    char *buf               = (char*)map(npages);
+    const unsigned rounds = on_valgrind() ? 1 : 4;
+    char *buf             = (char *)map(npages);
     std::atomic<unsigned> failures{0};
     std::vector<std::thread> threads;
 
@@ -340,20 +343,21 @@ TEST_F(rcache_stress, registration_path_serialized)
     munmap(buf, npages * page_size);
 }
 
-namespace {
+namespace
+{
 
 /* ops of the waiter test: the first mem_reg waits until released */
 struct gate_ops_state {
-    std::atomic<int>      open{0};
-    std::atomic<int>      entered{0};
+    std::atomic<int> open{0};
+    std::atomic<int> entered{0};
     std::atomic<unsigned> regs{0};
 };
 
 ucs_status_t gate_mem_reg(void *context, ucs_rcache_t *, void *,
                           ucs_rcache_region_t *, uint16_t)
 {
-    gate_ops_state *st = static_cast<gate_ops_state*>(context);
-    st->entered = 1;
+    gate_ops_state *st = static_cast<gate_ops_state *>(context);
+    st->entered        = 1;
     while (!st->open.load()) {
         sched_yield();
     }
@@ -373,19 +377,18 @@ void gate_mem_dereg(void *, ucs_rcache_t *, ucs_rcache_region_t *)
  * another range made meanwhile completes once the path is given back. */
 TEST_F(rcache_stress, miss_waits_for_registration_of_same_range)
 {
-    static const ucs_rcache_ops_t ops = {gate_mem_reg, gate_mem_dereg,
-                                         nullptr};
+    static const ucs_rcache_ops_t ops = {gate_mem_reg, gate_mem_dereg, nullptr};
     gate_ops_state st;
     ASSERT_EQ(UCS_OK, create_with_ops(&ops, &st));
 
-    char *buf = (char*)map(4);
+    char *buf                  = (char *)map(4);
     ucs_rcache_region_t *first = nullptr, *second = nullptr, *other = nullptr;
     ucs_status_t s1 = UCS_ERR_NO_MESSAGE, s2 = UCS_ERR_NO_MESSAGE,
                  s3 = UCS_ERR_NO_MESSAGE;
 
     std::thread t1([&]() {
-        s1 = ucs_rcache_get(m_rcache, buf, 64, PROT_READ | PROT_WRITE,
-                            nullptr, &first);
+        s1 = ucs_rcache_get(m_rcache, buf, 64, PROT_READ | PROT_WRITE, nullptr,
+                            &first);
     });
     while (!st.entered.load()) {
         sched_yield();
