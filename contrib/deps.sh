@@ -8,7 +8,8 @@ PKGS=(build-essential autoconf automake libtool pkg-config
       libjemalloc2 libtcmalloc-minimal4
       libucx0 libucx-dev
       libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
-      openmpi-bin libopenmpi-dev ucx-utils)
+      openmpi-bin libopenmpi-dev ucx-utils
+      clang-format)
 
 missing=()
 for p in "${PKGS[@]}"; do

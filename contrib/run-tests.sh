@@ -5,6 +5,7 @@
 #   contrib/run-tests.sh [--install-deps] [--quick]
 #
 # Stages (each prints its own summary; the script fails if one fails):
+#   0. format: every tracked C/C++ source as .clang-format has it
 #   1. build (warnings are errors) and 'make check': the gtest suite in bistro
 #      and reloc modes, and with jemalloc and tcmalloc preloaded
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -68,10 +69,21 @@ san_stock_abi() {
         make -C "$top/build/test/compat" check TESTS=compat_stock_abi
 }
 
+# Every tracked C and C++ source formatted as .clang-format says (the
+# Debian clang-format of the machine; contrib/format.sh fixes them).
+format_check() {
+    if ! command -v clang-format >/dev/null; then
+        echo "format check: skipped: clang-format not installed (contrib/deps.sh installs it)"
+        return 0
+    fi
+    "$top/contrib/format.sh" --check
+}
+
 san_check() {
     check_in "$top/build-san" --enable-sanitizers && san_stock_abi
 }
 
+stage "format (.clang-format)" format_check
 stage "build + check (bistro, reloc, jemalloc, tcmalloc)" check_in "$top/build"
 if [ $quick -eq 0 ]; then
     stage "ASan+UBSan build + check" san_check
