@@ -41,6 +41,25 @@ bool read_pfns(uintptr_t addr, size_t npages, std::vector<uint64_t> &out,
     return true;
 }
 
+bool pfn_available()
+{
+    static int available = -1;
+    std::vector<uint64_t> pfn;
+    volatile char *page;
+
+    if (available < 0) {
+        page = (volatile char *)mmap(NULL, page_size, PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) {
+            return false;
+        }
+        page[0]   = 1;
+        available = read_pfns((uintptr_t)page, 1, pfn) && (pfn[0] != 0);
+        munmap((void *)page, page_size);
+    }
+    return available;
+}
+
 bool on_valgrind()
 {
     const char *preload = getenv("LD_PRELOAD");
@@ -68,6 +87,10 @@ std::string check_region(const test_region *region, uintptr_t addr, size_t len,
     uintptr_t rfirst = rstart / page_size;
     for (uintptr_t p = first; p <= last; ++p) {
         uint64_t then = (*region->pfns)[p - rfirst];
+        if (then == 0) {
+            return "no page frame recorded at registration (pagemap needs "
+                   "root): the oracle cannot decide";
+        }
         if (then != now[p - first]) {
             char buf[160];
             snprintf(buf, sizeof(buf),
@@ -188,7 +211,9 @@ test_region *rcache_fixture::get(void *addr, size_t len, int prot)
         return nullptr;
     }
     test_region *r = reinterpret_cast<test_region *>(region);
-    EXPECT_EQ("", check_region(r, (uintptr_t)addr, len));
+    if (pfn_available()) { /* else the tests that need it skip */
+        EXPECT_EQ("", check_region(r, (uintptr_t)addr, len));
+    }
     EXPECT_EQ(prot, r->super.prot & prot);
     return r;
 }

@@ -48,8 +48,23 @@ bool read_pfns(uintptr_t addr, size_t npages, std::vector<uint64_t> &out,
  * down. */
 bool on_valgrind();
 
+/* Does /proc/self/pagemap show page frame numbers here (root)?  Without
+ * them the page-frame oracle cannot decide: tests that rely on it skip
+ * (RCACHE_NEED_PFN) and check_region() refuses to compare zeros. */
+bool pfn_available();
+
+#define RCACHE_NEED_PFN()                                                      \
+    do {                                                                       \
+        if (!rcache_test::pfn_available()) {                                   \
+            GTEST_SKIP() << "/proc/self/pagemap shows no page frame numbers "  \
+                            "(needs root): the stale-region oracle cannot "    \
+                            "work";                                            \
+        }                                                                      \
+    } while (0)
+
 /* Oracle: do the recorded frames of region still match for the pages of
- * [addr, addr+len)?  Returns a description of the mismatch, or "". */
+ * [addr, addr+len)?  Returns a description of the mismatch, or "" (never
+ * for frames it could not read). */
 std::string check_region(const test_region *region, uintptr_t addr, size_t len,
                          int fd = -1);
 

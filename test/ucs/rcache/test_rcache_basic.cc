@@ -335,6 +335,7 @@ TEST_F(rcache_basic, shm_segment_attached_twice)
  * grown table. */
 TEST_F(rcache_basic, grown_lookup_hints_stay_exact)
 {
+    RCACHE_NEED_PFN();
     /* over 64k regions: the hint table (2^18 entries) and the region
      * blocks are the huge-page kind (rcache_huge.c) */
     const size_t n = on_valgrind() ? 40000 : 70000;
@@ -368,6 +369,7 @@ TEST_F(rcache_basic, grown_lookup_hints_stay_exact)
  * rejected and the new pages are registered (frame oracle). */
 TEST_F(rcache_basic, stale_lookup_hint_is_rejected)
 {
+    RCACHE_NEED_PFN();
     char *buf = (char *)map(4);
     char *a = buf, *b = buf + 2 * page_size;
 

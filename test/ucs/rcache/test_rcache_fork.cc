@@ -98,10 +98,12 @@ class rcache_fork : public rcache_fixture
 
 TEST_F(rcache_fork, purge_on_fork)
 {
+    RCACHE_NEED_PFN();
     run(true);
 }
 
 TEST_F(rcache_fork, child_without_purge)
 {
+    RCACHE_NEED_PFN();
     run(false);
 }

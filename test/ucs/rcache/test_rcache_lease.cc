@@ -304,6 +304,7 @@ TEST_F(rcache_lease, more_threads_than_slots)
  * answer with the parent's registration. */
 TEST_F(rcache_lease, fork_child_ignores_parent_lease)
 {
+    RCACHE_NEED_PFN();
     char *buf = (char *)map(1);
     ASSERT_TRUE(lease(buf, page_size));
     pid_t pid = fork();

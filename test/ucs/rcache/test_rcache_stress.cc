@@ -247,6 +247,7 @@ ucs_rcache_stats_t rcache_stress::churn(unsigned long max_regions,
 
 TEST_F(rcache_stress, churn_never_returns_stale_region)
 {
+    RCACHE_NEED_PFN();
     churn(1000, on_valgrind()           ? 30000
                 : TEST_RCACHE_SANITIZED ? 400000
                                         : 1200000);
@@ -256,6 +257,7 @@ TEST_F(rcache_stress, churn_never_returns_stale_region)
  * of the range index while other threads look it up lock-free) */
 TEST_F(rcache_stress, churn_with_evictions_never_returns_stale_region)
 {
+    RCACHE_NEED_PFN();
     ucs_rcache_stats_t s = churn(6, on_valgrind()           ? 10000
                                     : TEST_RCACHE_SANITIZED ? 60000
                                                             : 200000);

@@ -271,6 +271,7 @@ TEST_F(rcache_uffd, get_waits_for_dispatch)
  * other thread subscribes, unmaps and looks up concurrently. */
 TEST_F(rcache_uffd, two_thread_stress)
 {
+    RCACHE_NEED_PFN();
     const unsigned iters = on_valgrind() ? 50 : 1000;
     std::atomic<unsigned> stale(0), failed(0);
 
@@ -318,6 +319,7 @@ TEST_F(rcache_uffd, two_thread_stress)
  * first subscription) and sees raw unmaps of its own registrations. */
 TEST_F(rcache_uffd, fork_child_cache)
 {
+    RCACHE_NEED_PFN();
     const size_t len = 4 * page_size;
     char *buf        = (char *)map(4);
     memset(buf, 1, len);
