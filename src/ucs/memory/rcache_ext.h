@@ -41,6 +41,8 @@ typedef struct ucs_rcache_stats {
                                  holding the cache lock, applied after it */
     uint64_t invalidations;   /* ucs_rcache_region_invalidate() calls on a
                                  region still in the cache */
+    uint64_t reg_waits; /* misses that slept while another thread owned the
+                           registration path */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */

@@ -103,6 +103,7 @@ void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache)
 {
     uint32_t seen;
 
+    rcache->stats.reg_waits += (rcache->reg_busy != 0);
     while (rcache->reg_busy) {
         ++rcache->reg_waiters;
         seen = __atomic_load_n(&rcache->reg_wake, __ATOMIC_RELAXED);

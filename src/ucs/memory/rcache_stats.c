@@ -57,9 +57,10 @@ void ucs_rcache_print_stats(ucs_rcache_t *rcache, FILE *stream)
             "  cleanups            %lu\n"
             "  unreleased          %lu\n"
             "  deferred_unmaps     %lu\n"
-            "  invalidations       %lu\n",
+            "  invalidations       %lu\n"
+            "  reg_waits           %lu\n",
             rcache->name, s.gets, s.hits_fast, s.hits_slow, s.misses, s.merges,
             s.evictions, s.unmap_invalidations, s.regs, s.reg_failures,
             s.deregs, s.stale_pfn, s.regions, s.total_size, s.cleanups,
-            s.unreleased, s.deferred_unmaps, s.invalidations);
+            s.unreleased, s.deferred_unmaps, s.invalidations, s.reg_waits);
 }

@@ -352,6 +352,7 @@ namespace
 struct gate_ops_state {
     std::atomic<int> open{0};
     std::atomic<int> entered{0};
+    std::atomic<unsigned> calls{0}; /* mem_reg entered */
     std::atomic<unsigned> regs{0};
 };
 
@@ -359,7 +360,8 @@ ucs_status_t gate_mem_reg(void *context, ucs_rcache_t *, void *,
                           ucs_rcache_region_t *, uint16_t)
 {
     gate_ops_state *st = static_cast<gate_ops_state *>(context);
-    st->entered        = 1;
+    st->calls++;
+    st->entered = 1;
     while (!st->open.load()) {
         sched_yield();
     }
@@ -403,9 +405,15 @@ TEST_F(rcache_stress, miss_waits_for_registration_of_same_range)
         s3 = ucs_rcache_get(m_rcache, buf + 2 * page_size, 64,
                             PROT_READ | PROT_WRITE, nullptr, &other);
     });
-    /* both are asleep on the path by now, or about to be */
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(0u, st.regs.load()) << "registered before the gate opened";
+    /* both must fall asleep on the path (the stats count each wait), and
+     * no second mem_reg may start while the first one holds it */
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((stats().reg_waits < 2) &&
+           (std::chrono::steady_clock::now() < deadline)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(2u, stats().reg_waits) << "the misses did not wait for the path";
+    EXPECT_EQ(1u, st.calls.load()) << "mem_reg ran twice at once";
     st.open = 1;
     t1.join();
     t2.join();
