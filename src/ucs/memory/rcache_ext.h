@@ -41,8 +41,9 @@ typedef struct ucs_rcache_stats {
                                  holding the cache lock, applied after it */
     uint64_t invalidations;   /* ucs_rcache_region_invalidate() calls on a
                                  region still in the cache */
-    uint64_t reg_waits; /* misses that slept while another thread owned the
-                           registration path */
+    uint64_t reg_waits;       /* waits while another thread owned the
+                                 registration path (misses; also a destroy or
+                                 a fork waiting for a registration) */
 } ucs_rcache_stats_t;
 
 /* Copy the counters.  UCS_ERR_INVALID_PARAM for NULL arguments. */
