@@ -41,10 +41,15 @@ stage() {
     fi
 }
 
+# Build and 'make check' in a build tree, then what it skipped and why.
 check_in() {
-    local builddir=$1; shift
+    local builddir=$1 rc; shift
     "$top/contrib/build.sh" "$builddir" "$@" &&
         make -C "$builddir" check
+    rc=$?
+    echo "--- skipped in $builddir (contrib/skip-summary.sh):"
+    "$top/contrib/skip-summary.sh" "$builddir" || true
+    return $rc
 }
 
 tools_smoke() {
