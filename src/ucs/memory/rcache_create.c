@@ -15,10 +15,12 @@ static int ucs_rcache_is_pow2(size_t x)
     return (x != 0) && ((x & (x - 1)) == 0);
 }
 
+size_t ucs_rcache_page_size = 4096;
+
 static ucs_status_t ucs_rcache_params_check(const ucs_rcache_params_t *params,
                                             const char *name)
 {
-    size_t page_size = sysconf(_SC_PAGESIZE);
+    size_t page_size = ucs_rcache_page_size;
 
     if (params->region_struct_size < sizeof(ucs_rcache_region_t)) {
         ucs_rcache_error("%s: region_struct_size %zu is below %zu", name,
@@ -110,6 +112,9 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     if (name == NULL) {
         name = "rcache";
     }
+    /* every create stores the same value: no order needed */
+    __atomic_store_n(&ucs_rcache_page_size, (size_t)sysconf(_SC_PAGESIZE),
+                     __ATOMIC_RELAXED);
     status = ucs_rcache_params_check(params, name);
     if (status != UCS_OK) {
         goto err;

@@ -27,11 +27,11 @@ static void ucs_rcache_unmap_after(ucs_rcache_t *rcache, const void *addr)
 
     /* brk to an unaligned address unmaps from the next page boundary */
     if ((ucs_rcache_last_unmapped.start >= start) &&
-        (ucs_rcache_last_unmapped.start - start < 4096)) {
+        (ucs_rcache_last_unmapped.start - start < ucs_rcache_page_size)) {
         ucs_rcache_unmap_range(rcache, ucs_rcache_last_unmapped.start,
                                ucs_rcache_last_unmapped.end);
     } else {
-        ucs_rcache_unmap_range(rcache, start, start + 4096);
+        ucs_rcache_unmap_range(rcache, start, start + ucs_rcache_page_size);
     }
 }
 

@@ -275,6 +275,10 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                   ucs_pgt_addr_t end, int prot);
 
+/* The system page size, set by the first ucs_rcache_create() (before any
+ * handler of a cache is installed, so hook context reads it set). */
+extern size_t ucs_rcache_page_size;
+
 /* rcache_pfn.c: page frames of npages pages from addr (0 if not present).
  * UCS_ERR_IO_ERROR if /proc/self/pagemap cannot be read. */
 ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,

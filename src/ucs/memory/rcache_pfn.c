@@ -8,14 +8,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define UCS_RCACHE_PAGE_SIZE   4096ul
 #define UCS_RCACHE_PFN_MASK    ((1ul << 55) - 1)
 #define UCS_RCACHE_PFN_PRESENT (1ul << 63)
 
 ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
                                  unsigned long *pfns)
 {
-    off_t offset = (addr / UCS_RCACHE_PAGE_SIZE) * sizeof(uint64_t);
+    off_t offset = (addr / ucs_rcache_page_size) * sizeof(uint64_t);
     size_t bytes = npages * sizeof(uint64_t);
     uint64_t entry;
     ssize_t ret;
@@ -43,8 +42,8 @@ ucs_status_t ucs_rcache_pfn_read(ucs_pgt_addr_t addr, unsigned npages,
 static unsigned ucs_rcache_pfn_count(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region)
 {
-    ucs_pgt_addr_t first = region->super.start / UCS_RCACHE_PAGE_SIZE;
-    ucs_pgt_addr_t last  = (region->super.end - 1) / UCS_RCACHE_PAGE_SIZE;
+    ucs_pgt_addr_t first = region->super.start / ucs_rcache_page_size;
+    ucs_pgt_addr_t last  = (region->super.end - 1) / ucs_rcache_page_size;
 
     return ucs_min(ucs_min(rcache->hot.check_pfn, last - first + 1),
                    UCS_RCACHE_PFN_MAX);
@@ -99,7 +98,7 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     then = ucs_rcache_pfn_array(rcache, region);
     for (i = 0; i < npages; i += n) {
         n = ucs_min(npages - i, 64u);
-        if (ucs_rcache_pfn_read(region->super.start + i * UCS_RCACHE_PAGE_SIZE,
+        if (ucs_rcache_pfn_read(region->super.start + i * ucs_rcache_page_size,
                                 n, now) != UCS_OK) {
             return;
         }
@@ -114,7 +113,7 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
                 "now 0x%lx",
                 rcache->name, region->super.start, region->super.end,
                 UCS_RCACHE_PROT_ARG(region->prot),
-                region->super.start + (i + j) * UCS_RCACHE_PAGE_SIZE,
+                region->super.start + (i + j) * ucs_rcache_page_size,
                 then[i + j], now[j]);
             return;
         }
