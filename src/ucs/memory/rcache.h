@@ -85,7 +85,8 @@ struct ucs_rcache_ops {
     /* Undo mem_reg. */
     void (*mem_dereg)(void *context, ucs_rcache_t *rcache,
                       ucs_rcache_region_t *region);
-    /* Describe the user part of a region into buf[max] (may be NULL). */
+    /* Describe the user part of a region into buf[max] (may be NULL);
+     * used in the report of a stale region (UCX_RCACHE_CHECK_PFN). */
     void (*dump_region)(void *context, ucs_rcache_t *rcache,
                         ucs_rcache_region_t *region, char *buf, size_t max);
 };

@@ -85,9 +85,23 @@ void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     ucs_rcache_region_hdr(rcache, region)->npfn = npages;
 }
 
+/* The user part of region as ops->dump_region describes it ("" without). */
+static void ucs_rcache_pfn_describe(ucs_rcache_t *rcache,
+                                    ucs_rcache_region_t *region, char *buf,
+                                    size_t max)
+{
+    buf[0] = '\0';
+    if (rcache->params.ops->dump_region != NULL) {
+        rcache->params.ops->dump_region(rcache->params.context, rcache, region,
+                                        buf, max);
+        buf[max - 1] = '\0';
+    }
+}
+
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
     unsigned npages = ucs_rcache_region_hdr(rcache, region)->npfn;
+    char desc[128];
     unsigned long now[64];
     unsigned long *then;
     unsigned i, n;
@@ -107,12 +121,13 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
                 continue;
             }
             ucs_rcache_atomic_add(&rcache->stats.stale_pfn, 1);
+            ucs_rcache_pfn_describe(rcache, region, desc, sizeof(desc));
             ucs_rcache_error(
                 "%s: STALE REGION [0x%lx, 0x%lx) " UCS_RCACHE_PROT_FMT
-                ": page 0x%lx had frame 0x%lx at registration, "
+                " %s: page 0x%lx had frame 0x%lx at registration, "
                 "now 0x%lx",
                 rcache->name, region->super.start, region->super.end,
-                UCS_RCACHE_PROT_ARG(region->prot),
+                UCS_RCACHE_PROT_ARG(region->prot), desc,
                 region->super.start + (i + j) * ucs_rcache_page_size,
                 then[i + j], now[j]);
             return;

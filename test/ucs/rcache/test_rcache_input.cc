@@ -271,6 +271,8 @@ TEST_F(rcache_config, check_pfn_reports_stale_region)
               ucs_rcache_get(m_rcache, buf, page_size, PROT_READ, nullptr, &r));
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_NE(std::string::npos, err.find("STALE")) << err;
+    /* the user part, as ops->dump_region describes it */
+    EXPECT_NE(std::string::npos, err.find("test region")) << err;
     EXPECT_EQ(1u, stats().stale_pfn);
     ucs_rcache_region_put(m_rcache, r);
     munmap(buf, 2 * page_size);
