@@ -52,6 +52,20 @@ void ucm_dispatch_mem_type_alloc(void *addr, size_t length,
 void ucm_dispatch_mem_type_free(void *addr, size_t length,
                                 ucs_memory_type_t mem_type);
 
+/* A module that knows allocations made before a handler was set (libucm_cuda:
+ * the live CUDA allocations it recorded) adds a report function here.  When
+ * ucm_set_event_handler() adds a handler of UCM_EVENT_MEM_TYPE_ALLOC with
+ * UCM_EVENT_FLAG_EXISTING_ALLOC, every source's report(cb, arg) is called
+ * once, after the handler is in place, and calls cb(UCM_EVENT_MEM_TYPE_ALLOC,
+ * event, arg) for each allocation it knows (that handler only).  An
+ * allocation freed while its report runs may reach cb after its FREE event.
+ * Adding the same function again is a no-op.  UCS_ERR_EXCEEDS_LIMIT past
+ * UCM_EXISTING_ALLOC_SOURCES sources, UCS_ERR_INVALID_PARAM for NULL.  Not
+ * for hook context; report runs with no libucm lock held. */
+#define UCM_EXISTING_ALLOC_SOURCES 8
+typedef void (*ucm_existing_alloc_report_t)(ucm_event_callback_t cb, void *arg);
+ucs_status_t ucm_existing_alloc_source_add(ucm_existing_alloc_report_t report);
+
 /* Size of the SysV segment attached at addr (own table, IPC_STAT, then
  * /proc/self/maps), 0 if none.  Safe in hook context. */
 size_t ucm_shm_seg_size(const void *addr);

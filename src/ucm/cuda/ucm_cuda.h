@@ -5,7 +5,9 @@
  * UCS_MEMORY_TYPE_CUDA, or UCS_MEMORY_TYPE_CUDA_MANAGED for the managed
  * allocators) and UCM_EVENT_MEM_TYPE_FREE (before the release, with the size
  * recorded at allocation; releases of memory allocated before the hooks
- * were installed are not reported).
+ * were installed are not reported).  A handler set later with
+ * UCM_EVENT_FLAG_EXISTING_ALLOC gets a MEM_TYPE_ALLOC for every live
+ * allocation recorded so far (ucm_existing_alloc_source_add()).
  *
  * Hooked entry points (the symbols applications link to with CUDA >= 11
  * headers): cuMemAlloc_v2, cuMemAllocManaged, cuMemAllocPitch_v2,

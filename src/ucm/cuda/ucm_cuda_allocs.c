@@ -11,12 +11,6 @@
 #define UCM_CUDA_ALLOCS_MIN_CAPACITY 64
 #define UCM_CUDA_ALLOCS_TOMBSTONE    ((uintptr_t)1) /* never a device address */
 
-typedef struct ucm_cuda_alloc {
-    uintptr_t address; /* 0: empty, 1: deleted */
-    size_t size;
-    ucs_memory_type_t mem_type;
-} ucm_cuda_alloc_t;
-
 static pthread_mutex_t ucm_cuda_allocs_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucm_cuda_alloc_t *ucm_cuda_allocs_slots;
 static size_t ucm_cuda_allocs_capacity;
@@ -151,6 +145,30 @@ ucs_status_t ucm_cuda_allocs_take(uintptr_t address, size_t *size_p,
     }
     pthread_mutex_unlock(&ucm_cuda_allocs_lock);
     return status;
+}
+
+ucs_status_t ucm_cuda_allocs_copy(ucm_cuda_alloc_t **allocs_p, size_t *count_p)
+{
+    ucm_cuda_alloc_t *copy = NULL;
+    size_t i, n = 0;
+
+    pthread_mutex_lock(&ucm_cuda_allocs_lock);
+    if (ucm_cuda_allocs_used != 0) {
+        copy = malloc(ucm_cuda_allocs_used * sizeof(*copy));
+        if (copy == NULL) {
+            pthread_mutex_unlock(&ucm_cuda_allocs_lock);
+            return UCS_ERR_NO_MEMORY;
+        }
+        for (i = 0; i < ucm_cuda_allocs_capacity; ++i) {
+            if (ucm_cuda_allocs_slots[i].address > UCM_CUDA_ALLOCS_TOMBSTONE) {
+                copy[n++] = ucm_cuda_allocs_slots[i];
+            }
+        }
+    }
+    pthread_mutex_unlock(&ucm_cuda_allocs_lock);
+    *allocs_p = copy;
+    *count_p  = n;
+    return UCS_OK;
 }
 
 size_t ucm_cuda_allocs_count(void)

@@ -16,6 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One recorded allocation. */
+typedef struct ucm_cuda_alloc {
+    uintptr_t address; /* in the table: 0 empty, 1 deleted */
+    size_t size;
+    ucs_memory_type_t mem_type;
+} ucm_cuda_alloc_t;
+
 /*
  * Record a live allocation at 'address' (non-zero), replacing a stale entry
  * for the same address.  UCS_ERR_INVALID_PARAM for address 0,
@@ -30,6 +37,14 @@ ucs_status_t ucm_cuda_allocs_add(uintptr_t address, size_t size,
  */
 ucs_status_t ucm_cuda_allocs_take(uintptr_t address, size_t *size_p,
                                   ucs_memory_type_t *mem_type_p);
+
+/*
+ * A copy of every recorded allocation in a malloc'ed array (free() it; NULL
+ * when there are none) of *count_p entries.  UCS_ERR_NO_MEMORY (outputs
+ * untouched).  Not in hook context of the allocation functions' callers
+ * that hold the table (it allocates).
+ */
+ucs_status_t ucm_cuda_allocs_copy(ucm_cuda_alloc_t **allocs_p, size_t *count_p);
 
 /* Number of recorded allocations (for tests). */
 size_t ucm_cuda_allocs_count(void);

@@ -385,6 +385,29 @@ static void *ucm_cuda_resolve(const char *symbol)
     return func;
 }
 
+/* UCM_EVENT_FLAG_EXISTING_ALLOC: the live allocations recorded so far, to a
+ * handler being set (libucm calls this, no lock held). */
+static void ucm_cuda_report_existing(ucm_event_callback_t cb, void *arg)
+{
+    ucm_cuda_alloc_t *allocs;
+    ucm_event_t event;
+    size_t i, count;
+
+    if (ucm_cuda_allocs_copy(&allocs, &count) != UCS_OK) {
+        ucm_error("no memory to report the %zu existing CUDA allocations",
+                  ucm_cuda_allocs_count());
+        return;
+    }
+    for (i = 0; i < count; ++i) {
+        memset(&event, 0, sizeof(event));
+        event.mem_type.address  = (void *)allocs[i].address;
+        event.mem_type.size     = allocs[i].size;
+        event.mem_type.mem_type = allocs[i].mem_type;
+        cb(UCM_EVENT_MEM_TYPE_ALLOC, &event, arg);
+    }
+    free(allocs);
+}
+
 ucs_status_t ucm_cuda_hooks_install(void)
 {
     ucm_got_patch_t found[UCM_CUDA_HOOK_LAST];
@@ -416,6 +439,7 @@ ucs_status_t ucm_cuda_hooks_install(void)
         status = UCS_ERR_UNSUPPORTED; /* no CUDA in the process (yet) */
         goto out;
     }
+    (void)ucm_existing_alloc_source_add(ucm_cuda_report_existing);
 
     /* libucm's GOT engine: also follows dlopen for objects loaded later */
     status = ucm_got_patch_apply(found, count, &written);

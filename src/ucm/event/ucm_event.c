@@ -283,6 +283,7 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
     if (status == UCS_OK) {
         ucm_debug("event handler %p arg %p events 0x%x priority %d added", cb,
                   arg, events, priority);
+        ucm_existing_alloc_replay(events, add_cb, add_arg);
     }
     return status;
 }

@@ -63,6 +63,11 @@ static UCS_F_ALWAYS_INLINE void ucm_event_call_all(const ucm_event_list_t *list,
 /* Add/remove a handler without installing hooks (internal: stock UCX's
  * libucm exports the same names with other signatures, so these are never
  * exported). */
+/* ucm_existing.c: a handler of MEM_TYPE_ALLOC set with
+ * UCM_EVENT_FLAG_EXISTING_ALLOC in events gets every source's report of the
+ * allocations that existed before it (no lock held; not hook context). */
+void ucm_existing_alloc_replay(int events, ucm_event_callback_t cb, void *arg);
+
 ucs_status_t ucm_event_handler_add(int events, int priority,
                                    ucm_event_callback_t cb, void *arg);
 void ucm_event_handler_remove(int events, ucm_event_callback_t cb, void *arg);

@@ -105,8 +105,10 @@ ucs_status_t ucs_memtype_cache_create(unsigned flags,
     cache->flags = flags;
 
     if (flags & UCS_MEMTYPE_CACHE_FLAG_EVENTS) {
+        /* with the allocations made before it (libucm_cuda's record) */
         status = ucm_set_event_handler(
-            UCS_MEMTYPE_CACHE_EVENTS | UCM_EVENT_FLAG_NO_INSTALL,
+            UCS_MEMTYPE_CACHE_EVENTS | UCM_EVENT_FLAG_NO_INSTALL |
+                UCM_EVENT_FLAG_EXISTING_ALLOC,
             UCS_MEMTYPE_CACHE_EVENT_PRIORITY, ucs_memtype_cache_event, cache);
         if (status != UCS_OK) {
             ucs_log_error("memtype",

@@ -35,7 +35,9 @@ enum {
 /*
  * New, empty cache in *cache_p.  With UCS_MEMTYPE_CACHE_FLAG_EVENTS, a
  * handler for MEM_TYPE_ALLOC/FREE is registered with libucm (installing no
- * other hook).  Errors: UCS_ERR_INVALID_PARAM (NULL cache_p, unknown flag),
+ * other hook), and the cache starts with the live allocations libucm's
+ * sources recorded before (libucm_cuda's: UCM_EVENT_FLAG_EXISTING_ALLOC).
+ * Errors: UCS_ERR_INVALID_PARAM (NULL cache_p, unknown flag),
  * UCS_ERR_NO_MEMORY, or libucm's status when events are disabled
  * (UCS_ERR_UNSUPPORTED).  *cache_p is set only on success.
  */

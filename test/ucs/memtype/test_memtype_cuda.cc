@@ -295,6 +295,84 @@ TEST_F(memtype_cuda, every_allocator_reported)
     EXPECT_EQ(0ul, ucmt_fakecuda_live());
 }
 
+/* MEM_TYPE_ALLOC events one handler got: address -> (size, type) */
+struct alloc_log {
+    std::vector<std::pair<void *, std::pair<size_t, ucs_memory_type_t>>> seen;
+
+    static void cb(ucm_event_type_t type, ucm_event_t *event, void *arg)
+    {
+        if (type == UCM_EVENT_MEM_TYPE_ALLOC) {
+            static_cast<alloc_log *>(arg)->seen.push_back(
+                {event->mem_type.address,
+                 {event->mem_type.size, event->mem_type.mem_type}});
+        }
+    }
+
+    size_t count(void *address, size_t size, ucs_memory_type_t type) const
+    {
+        size_t n = 0;
+        for (const auto &e : seen) {
+            n += (e.first == address) && (e.second.first == size) &&
+                 (e.second.second == type);
+        }
+        return n;
+    }
+
+    size_t count(void *address) const
+    {
+        size_t n = 0;
+        for (const auto &e : seen) {
+            n += (e.first == address);
+        }
+        return n;
+    }
+};
+
+/* UCM_EVENT_FLAG_EXISTING_ALLOC (UCX's memory-type cache sets it): a handler
+ * set after allocations were made hears of those still live, once, with
+ * their size and type; one set without the flag does not */
+TEST_F(memtype_cuda, existing_allocations_reported_to_new_handler)
+{
+    install();
+    void *a = nullptr, *gone = nullptr;
+    CUdeviceptr m;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&a, 4096));
+    ASSERT_EQ(CUDA_SUCCESS, cuMemAllocManaged(&m, 8192, CU_MEM_ATTACH_GLOBAL));
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&gone, 100));
+    ASSERT_EQ(cudaSuccess, cudaFree(gone));
+
+    alloc_log with, without;
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MEM_TYPE_ALLOC |
+                                                UCM_EVENT_FLAG_EXISTING_ALLOC,
+                                            0, alloc_log::cb, &with));
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_MEM_TYPE_ALLOC, 0,
+                                            alloc_log::cb, &without));
+    EXPECT_EQ(1u, with.count(a, 4096, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(1u, with.count((void *)m, 8192, UCS_MEMORY_TYPE_CUDA_MANAGED));
+    EXPECT_EQ(0u, with.count(gone)) << "a freed allocation was reported";
+    EXPECT_TRUE(without.seen.empty());
+
+    /* a memory-type cache created now knows them too */
+    ucs_memtype_cache_t *fresh;
+    ucs_memory_type_t type = UCS_MEMORY_TYPE_LAST;
+    ASSERT_EQ(UCS_OK,
+              ucs_memtype_cache_create(UCS_MEMTYPE_CACHE_FLAG_EVENTS, &fresh));
+    EXPECT_EQ(UCS_OK, ucs_memtype_cache_lookup(fresh, a, 4096, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+    ucs_memtype_cache_destroy(fresh);
+
+    /* from now on both hear new allocations as usual */
+    void *c = nullptr;
+    ASSERT_EQ(cudaSuccess, cudaMalloc(&c, 64));
+    EXPECT_EQ(1u, with.count(c, 64, UCS_MEMORY_TYPE_CUDA));
+    EXPECT_EQ(1u, without.count(c, 64, UCS_MEMORY_TYPE_CUDA));
+    ucm_unset_event_handler(UCM_EVENT_MEM_TYPE_ALLOC, alloc_log::cb, &with);
+    ucm_unset_event_handler(UCM_EVENT_MEM_TYPE_ALLOC, alloc_log::cb, &without);
+    EXPECT_EQ(cudaSuccess, cudaFree(c));
+    EXPECT_EQ(cudaSuccess, cudaFree(a));
+    EXPECT_EQ(CUDA_SUCCESS, cuMemFree(m));
+}
+
 TEST_F(memtype_cuda, failures_and_empty_not_reported)
 {
     install();
