@@ -9,6 +9,8 @@
 #   1. build (warnings are errors) and 'make check': the gtest suite in bistro
 #      and reloc modes, and with jemalloc and tcmalloc preloaded
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#      and the debug assertions (--enable-debug: the cache's lock owner in
+#      every *_locked function)
 #   3. the suite under valgrind (memcheck)
 #   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
@@ -85,7 +87,8 @@ format_check() {
 }
 
 san_check() {
-    check_in "$top/build-san" --enable-sanitizers && san_stock_abi
+    check_in "$top/build-san" --enable-sanitizers --enable-debug &&
+        san_stock_abi
 }
 
 stage "format (.clang-format)" format_check

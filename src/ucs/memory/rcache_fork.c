@@ -54,7 +54,8 @@ static void ucs_rcache_fork_child(void)
 
     ucs_rcache_fork_for_each(rcache)
     {
-        rcache->lock           = 0; /* held by the parent's forking thread */
+        /* the lock stays held by prepare's thread, the child's only one,
+         * until the cache is set right; then it is let go */
         rcache->deferred.count = 0;
         rcache->reg_busy       = 0; /* owned by the forking thread */
         rcache->reg_waiters    = 0; /* threads the child does not have */
@@ -67,6 +68,7 @@ static void ucs_rcache_fork_child(void)
         /* the other threads' slots have no owner here any more */
         ucs_rcache_leases_drop_all_locked(rcache);
         ucs_rcache_tombstone_all_locked(rcache);
+        __atomic_store_n(&rcache->lock, 0, __ATOMIC_RELEASE);
     }
     pthread_mutex_init(&ucs_rcache_fork_lock, NULL);
 }

@@ -30,6 +30,7 @@ ucs_rcache_lookup_merge_locked(ucs_rcache_t *rcache, ucs_rcache_span_t *span)
     ucs_range_index_iter_t iter;
     ucs_pgt_region_t *r;
 
+    ucs_rcache_assert_locked(rcache);
     for (r = ucs_range_index_lower(index, start ? start - 1 : 0, &iter);
          (r != NULL) && (r->start <= end);
          r = ucs_range_index_next(index, &iter)) {
@@ -55,6 +56,7 @@ ucs_rcache_lookup_merge_locked(ucs_rcache_t *rcache, ucs_rcache_span_t *span)
 static void ucs_rcache_inflight_set_locked(ucs_rcache_t *rcache,
                                            const ucs_rcache_span_t *span)
 {
+    ucs_rcache_assert_locked(rcache);
     rcache->inflight.start       = span->start;
     rcache->inflight.end         = span->end;
     rcache->inflight.invalidated = 0;
@@ -97,6 +99,7 @@ static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
 {
     ucs_rcache_region_t *region;
 
+    ucs_rcache_assert_locked(rcache);
     if (ucs_list_is_empty(&rcache->pool)) {
         return NULL;
     }
@@ -304,6 +307,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     ucs_rcache_region_t *old;
     int merged = 0;
 
+    ucs_rcache_assert_locked(rcache);
     /* without overlaps at the walk nothing can overlap now: only this path
      * (reg_lock held) inserts */
     while (overlaps &&

@@ -408,6 +408,15 @@ void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache);
 
 /* rcache_lock.c */
 void ucs_rcache_lock(ucs_rcache_t *rcache);
+/* --enable-debug: abort, with one log line naming func, unless the calling
+ * thread holds rcache->lock.  Compiled away otherwise. */
+void ucs_rcache_assert_owner(ucs_rcache_t *rcache, const char *func);
+#ifdef UCS_ENABLE_ASSERT
+#define ucs_rcache_assert_locked(_rcache)                                      \
+    ucs_rcache_assert_owner(_rcache, __func__)
+#else
+#define ucs_rcache_assert_locked(_rcache) ((void)(_rcache))
+#endif
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
 /* reg_lock: the registration path's mutex (not for hook context: it
  * sleeps).  Fork handlers take it in prepare; a child starts it free.

@@ -10,6 +10,7 @@
 #include "rcache_int.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,6 +21,16 @@ static __thread char ucs_rcache_self_mark
 static inline uintptr_t ucs_rcache_self(void)
 {
     return (uintptr_t)&ucs_rcache_self_mark;
+}
+
+void ucs_rcache_assert_owner(ucs_rcache_t *rcache, const char *func)
+{
+    if (__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) != ucs_rcache_self()) {
+        ucs_rcache_error("%s: assertion failed: %s called without its lock "
+                         "held by this thread",
+                         rcache->name, func);
+        abort();
+    }
 }
 
 /* Apply the deferred ranges (lock held). */
@@ -103,6 +114,7 @@ void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache)
 {
     uint32_t seen;
 
+    ucs_rcache_assert_locked(rcache);
     rcache->stats.reg_waits += (rcache->reg_busy != 0);
     while (rcache->reg_busy) {
         ++rcache->reg_waiters;

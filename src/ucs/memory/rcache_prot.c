@@ -62,6 +62,7 @@ int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_pgt_addr_t cur = start & ~4095ul;
     unsigned i, lo = 0, n = rcache->maps.count, half;
 
+    ucs_rcache_assert_locked(rcache);
     prot &= PROT_READ | PROT_WRITE | PROT_EXEC;
     /* requests tend to come from the mapping the previous one came from */
     i = rcache->maps.last;
@@ -106,6 +107,7 @@ void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 {
     unsigned i;
 
+    ucs_rcache_assert_locked(rcache);
     for (i = 0; i < rcache->maps.count; ++i) {
         if (ucs_rcache_ranges_intersect(rcache->maps.entries[i].start,
                                         rcache->maps.entries[i].end, start,

@@ -9,6 +9,7 @@
 static void ucs_rcache_index_remove_locked(ucs_rcache_t *rcache,
                                            ucs_rcache_region_t *region)
 {
+    ucs_rcache_assert_locked(rcache);
     ucs_range_index_remove_hinted(&rcache->index, &region->super,
                                   ucs_rcache_region_hdr(rcache, region)->leaf);
 }
@@ -32,6 +33,7 @@ static void ucs_rcache_unref_locked(ucs_rcache_region_t *region,
 void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
                                         ucs_rcache_region_t *region)
 {
+    ucs_rcache_assert_locked(rcache);
     if (region->flags & UCS_RCACHE_REGION_FLAG_INVALID) {
         return;
     }
@@ -50,6 +52,7 @@ void ucs_rcache_tombstone_all_locked(ucs_rcache_t *rcache)
     ucs_range_index_iter_t iter;
     ucs_pgt_region_t *r;
 
+    ucs_rcache_assert_locked(rcache);
     for (r = ucs_range_index_lower(&rcache->index, 0, &iter); r != NULL;
          r = ucs_range_index_next(&rcache->index, &iter)) {
         ucs_rcache_region_tombstone_locked(rcache, (ucs_rcache_region_t *)r);
@@ -62,6 +65,7 @@ void ucs_rcache_purge_pending_locked(ucs_rcache_t *rcache,
     ucs_list_link_t *link, *next;
     ucs_rcache_region_t *region;
 
+    ucs_rcache_assert_locked(rcache);
     for (link = rcache->pending.next; link != &rcache->pending; link = next) {
         next   = link->next;
         region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
@@ -91,6 +95,7 @@ void ucs_rcache_region_drop_locked(ucs_rcache_t *rcache,
                                    ucs_rcache_region_t *region,
                                    ucs_list_link_t *dead)
 {
+    ucs_rcache_assert_locked(rcache);
     ucs_rcache_region_drop_inline(rcache, region, dead);
 }
 
@@ -140,12 +145,14 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
 void ucs_rcache_evict_locked(ucs_rcache_t *rcache, int force,
                              ucs_list_link_t *dead)
 {
+    ucs_rcache_assert_locked(rcache);
     ucs_rcache_evict_inline(rcache, force, 0, 0, dead);
 }
 
 void ucs_rcache_evict_room_locked(ucs_rcache_t *rcache, size_t size,
                                   ucs_list_link_t *dead)
 {
+    ucs_rcache_assert_locked(rcache);
     ucs_rcache_evict_inline(rcache, 0, 1, size, dead);
 }
 

@@ -123,6 +123,7 @@ void ucs_rcache_lease_drop(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot)
 
 void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot)
 {
+    ucs_rcache_assert_locked(rcache);
     ucs_rcache_region_t *region;
 
     if (ucs_rcache_lease_fold(rcache, slot, &region) == 0) {
@@ -137,6 +138,7 @@ void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache)
 {
     unsigned i;
 
+    ucs_rcache_assert_locked(rcache);
     for (i = 0; i < UCS_RCACHE_SLOTS; ++i) {
         ucs_rcache_lease_drop_locked(rcache, &rcache->slots[i]);
     }

@@ -61,6 +61,7 @@ void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
                                         ucs_pgt_addr_t start,
                                         ucs_pgt_addr_t end)
 {
+    ucs_rcache_assert_locked(rcache);
     if (ucs_rcache_ranges_intersect(start, end, rcache->uffd_span.start,
                                     rcache->uffd_span.end)) {
         rcache->uffd_span.start = 0;
