@@ -24,6 +24,7 @@ awk '
     }
     /^\[/ { inskip = 0 }
     inskip { reason = (reason == "" ? $0 : reason " " $0); next }
+    /exit status: 77\)$/ { next } # the automake trailer: the reason came before
     /^ *SKIP[ :(]/ { line = $0; sub(/^ *SKIP[ :(][^:]*: */, "", line); add(FILENAME, "", line) }
     END {
         for (i = 1; i <= nk; ++i) {
