@@ -24,6 +24,8 @@
  * Cost model: mem_reg spins UCS_BENCH_REG_NS, mem_dereg UCS_BENCH_DEREG_NS.
  * "none" calls them directly for every get+put.
  */
+#include "ucs_bench_rcache.h"
+
 #include <ucs/memory/rcache.h>
 
 #include <dlfcn.h>
@@ -98,29 +100,6 @@ static void bench_spin_ns(double ns)
     }
 }
 
-static ucs_status_t bench_mem_reg(void *context, ucs_rcache_t *rcache,
-                                  void *arg, ucs_rcache_region_t *region,
-                                  uint16_t flags)
-{
-    bench_spin_ns(UCS_BENCH_REG_NS);
-    return UCS_OK;
-}
-
-static void bench_mem_dereg(void *context, ucs_rcache_t *rcache,
-                            ucs_rcache_region_t *region)
-{
-    bench_spin_ns(UCS_BENCH_DEREG_NS);
-}
-
-static const ucs_rcache_ops_t bench_ops = {bench_mem_reg, bench_mem_dereg,
-                                           NULL};
-
-/* The cost model for ucs_bench_rcache_stock.c's ops. */
-void bench_cost_reg(void);
-void bench_cost_dereg(void);
-int bench_stock_create(void *create_fn, unsigned long max_regions,
-                       void **rcache_p);
-
 void bench_cost_reg(void)
 {
     bench_spin_ns(UCS_BENCH_REG_NS);
@@ -130,6 +109,23 @@ void bench_cost_dereg(void)
 {
     bench_spin_ns(UCS_BENCH_DEREG_NS);
 }
+
+static ucs_status_t bench_mem_reg(void *context, ucs_rcache_t *rcache,
+                                  void *arg, ucs_rcache_region_t *region,
+                                  uint16_t flags)
+{
+    bench_cost_reg();
+    return UCS_OK;
+}
+
+static void bench_mem_dereg(void *context, ucs_rcache_t *rcache,
+                            ucs_rcache_region_t *region)
+{
+    bench_cost_dereg();
+}
+
+static const ucs_rcache_ops_t bench_ops = {bench_mem_reg, bench_mem_dereg,
+                                           NULL};
 
 /* "none": a registration per use */
 static ucs_rcache_region_t bench_none_region;

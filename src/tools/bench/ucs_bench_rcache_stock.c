@@ -5,19 +5,13 @@
  * stock UCX caller lays them out, and handed to libucm_rcache.so.0's
  * ucs_rcache_create.
  */
+#include "ucs_bench_rcache.h"
+
 #include <ucm/api/ucm.h>
 #include <ucs/memory/rcache.h>
 
 #include <stdint.h>
 #include <string.h>
-
-/* the cost model, in ucs_bench_rcache.c */
-void bench_cost_reg(void);
-void bench_cost_dereg(void);
-
-/* ucs_bench_rcache.c's entry for this file */
-int bench_stock_create(void *create_fn, unsigned long max_regions,
-                       void **rcache_p);
 
 static ucs_status_t bench_stock_mem_reg(void *context, ucs_rcache_t *rcache,
                                         void *arg, ucs_rcache_region_t *region,
