@@ -27,6 +27,18 @@ typedef enum {
     UCM_HOOK_TRUNCATE64,
     UCM_HOOK_FALLOCATE,
     UCM_HOOK_FALLOCATE64,
+    UCM_HOOK_MALLOC, /* heap events in reloc mode (ucm_heap.h) */
+    UCM_HOOK_CALLOC,
+    UCM_HOOK_REALLOC,
+    UCM_HOOK_REALLOCARRAY,
+    UCM_HOOK_FREE,
+    UCM_HOOK_MEMALIGN,
+    UCM_HOOK_POSIX_MEMALIGN,
+    UCM_HOOK_ALIGNED_ALLOC,
+    UCM_HOOK_VALLOC,
+    UCM_HOOK_PVALLOC,
+    UCM_HOOK_MALLOC_TRIM,
+    UCM_HOOK_MALLOPT,
     UCM_HOOK_DLOPEN, /* reloc only: follow objects loaded later */
     UCM_HOOK_DLCLOSE,
     UCM_HOOK_DLMOPEN,
@@ -41,6 +53,9 @@ typedef struct ucm_hook_func {
                        hooker), NULL if none */
     int events;     /* events that need it */
     int libc;       /* a libc function that bistro can patch */
+    int heap;       /* a malloc-family wrapper: patched (reloc) only where
+                       libc's own mmap/munmap/madvise/sbrk calls are not
+                       hooked and the malloc is glibc's */
     void *next;     /* the definition after libucm at start-up
                        (normally libc's) */
     int also_reloc; /* bistro, but interposed ahead of libc:

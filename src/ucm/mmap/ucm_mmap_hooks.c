@@ -8,6 +8,7 @@
 #include "ucm_mmap.h"
 
 #include <ucm/event/ucm_event.h>
+#include <ucm/malloc/ucm_heap.h>
 #include <ucm/util/ucm_sys.h>
 
 #include <dlfcn.h>
@@ -353,6 +354,7 @@ UCS_F_HOT int ucm_brk(void *addr)
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, old_brk,
                     (size_t)(new_brk - old_brk));
     }
+    ucm_heap_brk_reported();
     ucm_hook_leave(saved_errno);
     return event.brk.result;
 }
@@ -395,6 +397,7 @@ UCS_F_HOT void *ucm_sbrk(intptr_t increment)
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.sbrk.result,
                     (size_t)event.sbrk.increment);
     }
+    ucm_heap_brk_reported();
     ucm_hook_leave(saved_errno);
     return event.sbrk.result;
 }

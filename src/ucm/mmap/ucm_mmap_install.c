@@ -8,6 +8,7 @@
 
 #include <ucm/bistro/ucm_bistro.h>
 #include <ucm/event/ucm_event.h>
+#include <ucm/malloc/ucm_heap.h>
 #include <ucm/reloc/ucm_reloc.h>
 #include <ucm/util/ucm_elf.h>
 #include <ucm/util/ucm_log.h>
@@ -25,7 +26,14 @@ static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag);
 
 #define UCM_HOOK_ENTRY(_sym, _hook, _raw, _events, _libc)                      \
     {                                                                          \
-        _sym, (void *)(_hook), (void *)(_raw), _events, _libc, NULL, 0,        \
+        _sym, (void *)(_hook), (void *)(_raw), _events, _libc, 0, NULL, 0,     \
+            UCM_HOOK_STATE_NONE, ""                                            \
+    }
+
+#define UCM_HEAP_ENTRY(_sym, _hook)                                            \
+    {                                                                          \
+        _sym, (void *)(_hook), NULL,                                           \
+            UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED, 0, 1, NULL, 0,        \
             UCM_HOOK_STATE_NONE, ""                                            \
     }
 
@@ -77,7 +85,23 @@ ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
     [UCM_HOOK_FALLOCATE64] =
         UCM_HOOK_ENTRY("fallocate64", ucm_trunc_fallocate,
                        ucm_trunc_fallocate_raw, UCM_EVENT_VM_UNMAPPED, 1),
-    [UCM_HOOK_DLOPEN] = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, NULL, 0, 0),
+    [UCM_HOOK_MALLOC]  = UCM_HEAP_ENTRY("malloc", ucm_heap_malloc),
+    [UCM_HOOK_CALLOC]  = UCM_HEAP_ENTRY("calloc", ucm_heap_calloc),
+    [UCM_HOOK_REALLOC] = UCM_HEAP_ENTRY("realloc", ucm_heap_realloc),
+    [UCM_HOOK_REALLOCARRAY] =
+        UCM_HEAP_ENTRY("reallocarray", ucm_heap_reallocarray),
+    [UCM_HOOK_FREE]     = UCM_HEAP_ENTRY("free", ucm_heap_free),
+    [UCM_HOOK_MEMALIGN] = UCM_HEAP_ENTRY("memalign", ucm_heap_memalign),
+    [UCM_HOOK_POSIX_MEMALIGN] =
+        UCM_HEAP_ENTRY("posix_memalign", ucm_heap_posix_memalign),
+    [UCM_HOOK_ALIGNED_ALLOC] =
+        UCM_HEAP_ENTRY("aligned_alloc", ucm_heap_aligned_alloc),
+    [UCM_HOOK_VALLOC]  = UCM_HEAP_ENTRY("valloc", ucm_heap_valloc),
+    [UCM_HOOK_PVALLOC] = UCM_HEAP_ENTRY("pvalloc", ucm_heap_pvalloc),
+    [UCM_HOOK_MALLOC_TRIM] =
+        UCM_HEAP_ENTRY("malloc_trim", ucm_heap_malloc_trim),
+    [UCM_HOOK_MALLOPT] = UCM_HEAP_ENTRY("mallopt", ucm_heap_mallopt),
+    [UCM_HOOK_DLOPEN]  = UCM_HOOK_ENTRY("dlopen", ucm_dlopen_hook, NULL, 0, 0),
     [UCM_HOOK_DLCLOSE] =
         UCM_HOOK_ENTRY("dlclose", ucm_dlclose_hook, NULL, 0, 0),
     [UCM_HOOK_DLMOPEN] =
@@ -344,14 +368,50 @@ static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids, unsigned count)
     return status;
 }
 
+/* The malloc-family wrappers are needed where a call that glibc's malloc
+ * makes inside libc (sbrk, mmap, munmap, mremap, madvise) is not hooked at
+ * libc's entry; returns the reason to leave them out, or NULL. */
+static const char *ucm_mmap_heap_not_needed(void)
+{
+    static const ucm_hook_id_t internal[] = {UCM_HOOK_MMAP,   UCM_HOOK_MUNMAP,
+                                             UCM_HOOK_MREMAP, UCM_HOOK_MADVISE,
+                                             UCM_HOOK_BRK,    UCM_HOOK_SBRK};
+    unsigned i;
+
+    for (i = 0; i < sizeof(internal) / sizeof(internal[0]); ++i) {
+        if (ucm_hook_funcs[internal[i]].state != UCM_HOOK_STATE_BISTRO) {
+            break;
+        }
+    }
+    if (i == sizeof(internal) / sizeof(internal[0])) {
+        return "not needed: libc's own calls are hooked (bistro)";
+    }
+    if (!ucm_heap_is_glibc_malloc()) {
+        return "not needed: malloc is not glibc's (its calls are hooked)";
+    }
+    return NULL;
+}
+
 /* GOT/PLT patching of every function not yet hooked (+ dlopen/dlclose). */
 static ucs_status_t ucm_mmap_install_reloc(void)
 {
+    const char *heap_skip = ucm_mmap_heap_not_needed();
     ucm_hook_id_t ids[UCM_HOOK_LAST];
     unsigned count = 0;
     ucm_hook_id_t id;
 
+    if (heap_skip == NULL) {
+        ucm_heap_init();
+    }
     for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        if (ucm_hook_funcs[id].heap) {
+            if (heap_skip != NULL) {
+                ucm_hook_funcs[id].detail = heap_skip;
+            } else if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
+                ids[count++] = id;
+            }
+            continue;
+        }
         /* dlopen/dlclose (listed after the libc functions) only when some
          * function is hooked by reloc: objects loaded later need it too */
         if (((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
@@ -375,7 +435,7 @@ ucs_status_t ucm_mmap_install_dl_follow(void)
 
     pthread_mutex_lock(&ucm_mmap_install_lock);
     for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        if (!ucm_hook_funcs[id].libc &&
+        if (!ucm_hook_funcs[id].libc && !ucm_hook_funcs[id].heap &&
             (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE)) {
             ids[count++] = id;
         }

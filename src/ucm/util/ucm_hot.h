@@ -13,7 +13,7 @@
 
 #include <ucm/api/ucm.h>
 
-#define UCM_HOT_ORIG_MAX      24
+#define UCM_HOT_ORIG_MAX      32
 #define UCM_HOT_LIST_BUF_SIZE 1280 /* header + 39 handlers */
 #define UCM_HOT_RCU_SLOTS     16   /* reader slots of the first threads */
 
