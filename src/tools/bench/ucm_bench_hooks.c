@@ -100,6 +100,8 @@ typedef enum {
     K_MMAP_EV,
     K_MALLOC64_NS,
     K_MALLOC64_EV,
+    K_MALLOC4K_NS, /* heap block beyond the fast bins (no mmap) */
+    K_MALLOC4K_EV,
     K_MALLOC1M_NS,
     K_MALLOC1M_EV,
     K_DLOPEN_US,
@@ -115,7 +117,8 @@ static const char *bench_key_names[K_LAST] = {
     [K_MUNMAP_LIBC_NS] = "munmap_libc_ns",  [K_MUNMAP_SYS_NS] = "munmap_sys_ns",
     [K_MUNMAP_EV] = "munmap_events",        [K_MMAP_NS] = "mmap_pair_ns",
     [K_MMAP_EV] = "mmap_pair_events",       [K_MALLOC64_NS] = "malloc64_ns",
-    [K_MALLOC64_EV] = "malloc64_events",    [K_MALLOC1M_NS] = "malloc1m_ns",
+    [K_MALLOC64_EV] = "malloc64_events",    [K_MALLOC4K_NS] = "malloc4k_ns",
+    [K_MALLOC4K_EV] = "malloc4k_events",    [K_MALLOC1M_NS] = "malloc1m_ns",
     [K_MALLOC1M_EV] = "malloc1m_events",    [K_DLOPEN_US] = "dlopen_us",
     [K_DLOPEN_EV] = "dlopen_events",        [K_TRUNC_NS] = "ftruncate_pair_ns",
     [K_TRUNC_EV] = "ftruncate_pair_events", [K_RETRIED_PCT] = "retried_pct",
@@ -138,6 +141,7 @@ static const struct {
     {K_MUNMAP_SYS_NS, "munmap raw syscall", "ns", ROW_RATIO},
     {K_MMAP_NS, "mmap+munmap 4 KiB", "ns", ROW_RATIO},
     {K_MALLOC64_NS, "malloc+free 64 B", "ns", ROW_RATIO},
+    {K_MALLOC4K_NS, "malloc+free 4 KiB", "ns", ROW_RATIO},
     {K_MALLOC1M_NS, "malloc+free 1 MiB", "ns", ROW_RATIO},
     {K_DLOPEN_US, "dlopen+dlclose", "us", ROW_RATIO},
     {K_TRUNC_NS, "ftruncate grow+shrink, mapped", "ns", ROW_RATIO},
@@ -153,6 +157,7 @@ static const struct {
     {K_MUNMAP_EV, "munmap (unmapped range)"},
     {K_MMAP_EV, "mmap+munmap 4 KiB"},
     {K_MALLOC64_EV, "malloc+free 64 B"},
+    {K_MALLOC4K_EV, "malloc+free 4 KiB"},
     {K_MALLOC1M_EV, "malloc+free 1 MiB"},
     {K_DLOPEN_EV, "dlopen+dlclose"},
     {K_TRUNC_EV, "ftruncate grow+shrink"},
@@ -333,6 +338,11 @@ static void bench_malloc_free(size_t size, long iters)
 static void __attribute__((noinline)) bench_loop_malloc64(long iters)
 {
     bench_malloc_free(64, iters);
+}
+
+static void __attribute__((noinline)) bench_loop_malloc4k(long iters)
+{
+    bench_malloc_free(4096, iters);
 }
 
 static void __attribute__((noinline)) bench_loop_malloc1m(long iters)
@@ -676,6 +686,8 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
 
     value = bench_measure(bench_loop_malloc64, rounds, target_ns, &events);
     bench_report(K_MALLOC64_NS, K_MALLOC64_EV, value, events);
+    value = bench_measure(bench_loop_malloc4k, rounds, target_ns, &events);
+    bench_report(K_MALLOC4K_NS, K_MALLOC4K_EV, value, events);
 
     if (mallopt(M_MMAP_THRESHOLD, BENCH_MMAP_THRESHOLD) != 1) {
         bench_out("note mallopt(M_MMAP_THRESHOLD) failed");

@@ -43,10 +43,6 @@ extern void *__curbrk;
 static uintptr_t ucm_heap_brk_known;
 /* The start of the main heap (reported unmapped whole by malloc_trim). */
 static uintptr_t ucm_heap_brk_start;
-/* Releases into the main arena in progress: one of them may be trimming the
- * break right now, so a block returned meanwhile may sit on pages that are
- * gone and back again before the trim can be reported. */
-static unsigned long ucm_heap_trims_inflight;
 /* Last reported size of each arena heap seen: heap address | size in pages
  * (heaps are 64 MiB aligned and at most 64 MiB long). */
 static uintptr_t ucm_heap_slots[UCM_HEAP_SLOTS];
@@ -68,14 +64,17 @@ static void ucm_heap_report(ucm_event_type_t type, uintptr_t start,
                             uintptr_t end)
 {
     ucm_event_list_t *list;
+    int saved_errno;
 
     if (end <= start) {
         return;
     }
     list = ucm_hook_enter(type);
     if (list != NULL) {
+        saved_errno = errno; /* a handler may change it */
         ucm_hook_vm(list, type, (void *)start, end - start);
         ucm_rcu_read_unlock();
+        errno = saved_errno;
     }
 }
 
@@ -172,7 +171,6 @@ typedef struct {
     volatile ucm_heap_info_t *heap; /* arena heap that the release may shrink */
     size_t heap_size;               /* its size before the call */
     int heap_first;                 /* the arena's first heap (never removed) */
-    int trim_counted;               /* counted in ucm_heap_trims_inflight */
 } ucm_heap_release_t;
 
 static void ucm_heap_param_set(int param, size_t value)
@@ -239,8 +237,7 @@ static void ucm_heap_release_begin(void *mem, ucm_heap_release_t *rel)
     uintptr_t start;
     size_t len;
 
-    rel->heap         = NULL;
-    rel->trim_counted = 0;
+    rel->heap = NULL;
     if (field & UCM_HEAP_IS_MMAPPED) {
         ucm_heap_mmapped_range(mem, field, &start, &len);
         ucm_heap_report(UCM_EVENT_VM_UNMAPPED, start, start + len);
@@ -256,8 +253,6 @@ static void ucm_heap_release_begin(void *mem, ucm_heap_release_t *rel)
                                   start);
         }
     } else if (ucm_heap_chunk_size(field) > UCM_HEAP_FAST_MAX) {
-        __atomic_add_fetch(&ucm_heap_trims_inflight, 1, __ATOMIC_ACQ_REL);
-        rel->trim_counted = 1;
         ucm_heap_trim_predict(mem, field, (uintptr_t)__curbrk, 0);
     }
 }
@@ -267,9 +262,6 @@ static void ucm_heap_release_end(ucm_heap_release_t *rel)
     volatile ucm_heap_info_t *heap = rel->heap;
 
     ucm_heap_brk_sync();
-    if (rel->trim_counted) {
-        __atomic_sub_fetch(&ucm_heap_trims_inflight, 1, __ATOMIC_ACQ_REL);
-    }
     if (heap == NULL) {
         return;
     }
@@ -293,14 +285,8 @@ static void ucm_heap_alloc_end(void *mem)
     if (field & UCM_HEAP_IS_MMAPPED) {
         ucm_heap_mmapped_range(mem, field, &start, &len);
         ucm_heap_report(UCM_EVENT_VM_MAPPED, start, start + len);
-    } else if (field & UCM_HEAP_NON_MAIN_ARENA) {
-        if (ucm_heap_arenas_ok) {
-            ucm_heap_arena_sync(ucm_heap_of(ucm_heap_chunk(mem)));
-        }
-    } else if (__atomic_load_n(&ucm_heap_trims_inflight, __ATOMIC_ACQUIRE)) {
-        start = (uintptr_t)mem;
-        ucm_heap_report(UCM_EVENT_VM_UNMAPPED, start,
-                        ucm_heap_chunk(mem) + ucm_heap_chunk_size(field));
+    } else if ((field & UCM_HEAP_NON_MAIN_ARENA) && ucm_heap_arenas_ok) {
+        ucm_heap_arena_sync(ucm_heap_of(ucm_heap_chunk(mem)));
     }
 }
 
@@ -308,14 +294,13 @@ static void ucm_heap_alloc_end(void *mem)
 
 #define UCM_HEAP_ORIG(_id, _type) UCM_HOOK_ORIG(_id, _type)
 
-static void *ucm_heap_alloc_done(void *mem, int saved_errno)
+static void *ucm_heap_alloc_done(void *mem)
 {
     if (mem != NULL) {
         ucm_heap_alloc_end(mem);
     } else {
         ucm_heap_brk_sync();
     }
-    errno = saved_errno;
     return mem;
 }
 
@@ -326,7 +311,7 @@ void *ucm_heap_malloc(size_t size)
     if (!ucm_heap_listened()) {
         return mem;
     }
-    return ucm_heap_alloc_done(mem, errno);
+    return ucm_heap_alloc_done(mem);
 }
 
 void *ucm_heap_calloc(size_t nmemb, size_t size)
@@ -337,7 +322,7 @@ void *ucm_heap_calloc(size_t nmemb, size_t size)
     if (!ucm_heap_listened()) {
         return mem;
     }
-    return ucm_heap_alloc_done(mem, errno);
+    return ucm_heap_alloc_done(mem);
 }
 
 void *ucm_heap_memalign(size_t alignment, size_t size)
@@ -348,7 +333,7 @@ void *ucm_heap_memalign(size_t alignment, size_t size)
     if (!ucm_heap_listened()) {
         return mem;
     }
-    return ucm_heap_alloc_done(mem, errno);
+    return ucm_heap_alloc_done(mem);
 }
 
 void *ucm_heap_aligned_alloc(size_t alignment, size_t size)
@@ -359,7 +344,7 @@ void *ucm_heap_aligned_alloc(size_t alignment, size_t size)
     if (!ucm_heap_listened()) {
         return mem;
     }
-    return ucm_heap_alloc_done(mem, errno);
+    return ucm_heap_alloc_done(mem);
 }
 
 void *ucm_heap_valloc(size_t size)
@@ -369,7 +354,7 @@ void *ucm_heap_valloc(size_t size)
     if (!ucm_heap_listened()) {
         return mem;
     }
-    return ucm_heap_alloc_done(mem, errno);
+    return ucm_heap_alloc_done(mem);
 }
 
 void *ucm_heap_pvalloc(size_t size)
@@ -379,7 +364,7 @@ void *ucm_heap_pvalloc(size_t size)
     if (!ucm_heap_listened()) {
         return mem;
     }
-    return ucm_heap_alloc_done(mem, errno);
+    return ucm_heap_alloc_done(mem);
 }
 
 int ucm_heap_posix_memalign(void **memptr, size_t alignment, size_t size)
@@ -389,7 +374,7 @@ int ucm_heap_posix_memalign(void **memptr, size_t alignment, size_t size)
                       ucm_heap_posix_memalign_func_t)(memptr, alignment, size);
 
     if (ucm_heap_listened()) {
-        ucm_heap_alloc_done((ret == 0) ? *memptr : NULL, errno);
+        ucm_heap_alloc_done((ret == 0) ? *memptr : NULL);
     }
     return ret;
 }
@@ -397,25 +382,29 @@ int ucm_heap_posix_memalign(void **memptr, size_t alignment, size_t size)
 void ucm_heap_free(void *mem)
 {
     ucm_heap_release_t rel;
-    int saved_errno;
+    size_t field;
 
     if ((mem == NULL) || !ucm_heap_listened()) {
         UCM_HEAP_ORIG(UCM_HOOK_FREE, ucm_heap_free_func_t)(mem);
         return;
     }
-    saved_errno = errno;
+    /* a fast-bin chunk goes to a bin (tcache or fast): nothing moves */
+    field = ucm_heap_chunk_field(mem);
+    if (!(field & UCM_HEAP_IS_MMAPPED) &&
+        (ucm_heap_chunk_size(field) <= UCM_HEAP_FAST_MAX)) {
+        UCM_HEAP_ORIG(UCM_HOOK_FREE, ucm_heap_free_func_t)(mem);
+        return;
+    }
     ucm_heap_release_begin(mem, &rel);
     UCM_HEAP_ORIG(UCM_HOOK_FREE, ucm_heap_free_func_t)(mem);
     ucm_heap_release_end(&rel);
-    errno = saved_errno;
 }
 
-/* realloc and reallocarray: 'call' runs the original. */
+/* realloc and reallocarray ('id' says which). */
 static void *ucm_heap_realloc_common(void *mem, int id, size_t nmemb,
                                      size_t size)
 {
     ucm_heap_release_t rel;
-    int saved_errno;
     void *result;
 
     if (!ucm_heap_listened()) {
@@ -426,20 +415,17 @@ static void *ucm_heap_realloc_common(void *mem, int id, size_t nmemb,
                      ? UCM_HEAP_ORIG(id, ucm_heap_realloc_func_t)(mem, size)
                      : UCM_HEAP_ORIG(id, ucm_heap_reallocarray_func_t)(
                            mem, nmemb, size);
-        return ucm_heap_alloc_done(result, errno);
+        return ucm_heap_alloc_done(result);
     }
-    saved_errno = errno;
     ucm_heap_release_begin(mem, &rel);
     result =
         (id == UCM_HOOK_REALLOC)
             ? UCM_HEAP_ORIG(id, ucm_heap_realloc_func_t)(mem, size)
             : UCM_HEAP_ORIG(id, ucm_heap_reallocarray_func_t)(mem, nmemb, size);
-    saved_errno = (result == NULL) ? errno : saved_errno;
     ucm_heap_release_end(&rel);
     if (result != NULL) {
         ucm_heap_alloc_end(result);
     }
-    errno = saved_errno;
     return result;
 
 out_call:
@@ -461,7 +447,6 @@ void *ucm_heap_reallocarray(void *mem, size_t nmemb, size_t size)
 
 int ucm_heap_malloc_trim(size_t pad)
 {
-    int saved_errno = errno;
     uintptr_t value, base;
     unsigned i;
     int ret;
@@ -487,11 +472,8 @@ int ucm_heap_malloc_trim(size_t pad)
                 base + ((value & UCM_HEAP_SLOT_MASK) * ucm_sys_page_size()));
         }
     }
-    errno = saved_errno;
     ret = UCM_HEAP_ORIG(UCM_HOOK_MALLOC_TRIM, ucm_heap_malloc_trim_func_t)(pad);
-    saved_errno = errno;
     ucm_heap_brk_sync();
-    errno = saved_errno;
     return ret;
 }
 

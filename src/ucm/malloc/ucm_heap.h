@@ -25,7 +25,8 @@
  * looked at: then the wrappers are not installed, since such allocators call
  * mmap/munmap through their own GOT slots, which the mmap hooks see.
  *
- * Hook context: no malloc, no locks; the wrappers keep errno of the call.
+ * Hook context: no malloc, no locks; errno is that of the wrapped call (a
+ * handler that changes it is undone).
  */
 #ifndef UCM_HEAP_H_
 #define UCM_HEAP_H_
