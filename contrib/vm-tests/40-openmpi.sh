@@ -8,7 +8,8 @@
 # feed UCX's registration cache; 1: Open MPI's patcher feeds ucm_vm_munmap,
 # checked by ucm_test_external_events) x UCX_MEM_EVENTS {yes, no}, plus our
 # libucm in reloc mode.  Asserted: with our libucm and events on (hooks 0
-# and 1) every variant gets the new contents through the NIC, Open MPI does
+# and 1, and reloc mode with hooks 0) every variant gets the new contents
+# through the NIC, Open MPI does
 # not warn that UCX cannot handle VM_UNMAP, and UCM_STATS shows who fed the
 # events to UCX's IB registration cache.  Everything else is reported only.
 #
@@ -131,7 +132,7 @@ summary() {
 # kernel replaces: that variant is reported, not asserted (stock libucm gets
 # the same result in the same run).
 assert_ours() {
-    local name=$1 hooks=$2 log="$work/$1.log" n v
+    local name=$1 hooks=$2 mode=${3:-bistro} log="$work/$1.log" n v
     if [ "$hooks" = 0 ]; then
         [ "$(cat "$work/$name.rc")" = 0 ] || fail "$name: exit $(cat "$work/$name.rc")"
         grep -q "^mpi_vm_reuse: all variants OK" "$log" || fail "$name: not every variant got the new contents"
@@ -145,19 +146,20 @@ assert_ours() {
     grep -q "ep_cfg\[[0-9]*\]: tag(rc_verbs/$dev:1)" "$log" || fail "$name: the ranks did not talk over rc_verbs/$dev:1"
     n=$(grep -c "at exit: handler #[0-9]* libucs.* priority $prio (removed): VM_UNMAPPED=[1-9]" "$log")
     [ "$n" -eq 2 ] || fail "$name: UCX's IB rcache handler did not get VM_UNMAPPED events in both ranks"
-    assert_source "$name" "$hooks"
+    assert_source "$name" "$hooks" "$mode"
 }
 
-# assert_source NAME HOOKS: who fed the events in both ranks: Open MPI's
-# patcher through ucm_vm_munmap (HOOKS 1), or our bistro hooks (0)
+# assert_source NAME HOOKS [MODE]: who fed the events in both ranks: Open
+# MPI's patcher through ucm_vm_munmap (HOOKS 1), or our hooks (0) in MODE
+# (default bistro)
 assert_source() {
-    local name=$1 hooks=$2 log="$work/$1.log" n
+    local name=$1 hooks=$2 mode=${3:-bistro} log="$work/$1.log" n
     if [ "$hooks" = 1 ]; then
         n=$(grep -c "at exit: hooks [a-z]*, external events VM_UNMAPPED, ucm_vm_munmap calls [1-9]" "$log")
         [ "$n" -eq 2 ] || fail "$name: Open MPI's patcher did not feed ucm_vm_munmap in both ranks"
     else
-        n=$(grep -c "at exit: hooks bistro, external events none" "$log")
-        [ "$n" -eq 2 ] || fail "$name: our bistro hooks were not the event source in both ranks"
+        n=$(grep -c "at exit: hooks $mode, external events none" "$log")
+        [ "$n" -eq 2 ] || fail "$name: our $mode hooks were not the event source in both ranks"
     fi
 }
 
@@ -275,15 +277,17 @@ echo "logs: $build/test/mpi/vm-logs/"
 
 assert_ours ours-h0 0
 assert_ours ours-h1 1
+assert_ours ours-h0-reloc 0 reloc
 assert_rcache rc-h0 0
 assert_rcache rc-h1 1
 assert_blind rc-h0-raw-nouffd
 if [ $failures -ne 0 ]; then
     echo "40-openmpi: $failures failure(s)"
-    for c in ours-h0 ours-h1 rc-h0 rc-h1; do echo "--- $c log:"; tail -30 "$work/$c.log"; done
+    for c in ours-h0 ours-h1 ours-h0-reloc rc-h0 rc-h1; do echo "--- $c log:"; tail -30 "$work/$c.log"; done
     exit 1
 fi
-echo "40-openmpi: passed (our libucm, events on: every variant correct with Open MPI's hooks off;"
+echo "40-openmpi: passed (our libucm, events on: every variant correct with Open MPI's hooks off,"
+echo "  bistro and reloc mode;"
 echo "  with them on, every variant but mremap, whose outcome is Open MPI's patcher's: reported above;"
 echo "  with our cache too: every variant with hooks 0 and 1, the raw ones where userfaultfd runs;"
 echo "  negative control (raw, UCX_MEM_UFFD=no): stale data seen)"

@@ -389,6 +389,10 @@ static const char *ucm_mmap_heap_not_needed(void)
     if (!ucm_heap_is_glibc_malloc()) {
         return "not needed: malloc is not glibc's (its calls are hooked)";
     }
+    if (!ucm_global_opts.enable_malloc_hooks ||
+        !ucm_global_opts.enable_malloc_reloc) {
+        return "off: UCX_MEM_MALLOC_HOOKS or UCX_MEM_MALLOC_RELOC is no";
+    }
     return NULL;
 }
 

@@ -57,11 +57,13 @@ static const ucs_config_field_t ucm_config_table[] = {
         mmap_hook_mode, UCS_CONFIG_TYPE_ENUM, ucm_mmap_hook_modes),
     UCM_CONFIG_FIELD(
         "MEM_MALLOC_HOOKS", "yes",
-        "Accepted for UCX compatibility; glibc-internal unmaps are "
-        "seen by bistro mode without replacing malloc",
+        "Reloc mode: wrap glibc's malloc family to report the heap "
+        "changes glibc makes inside libc (malloc is never replaced; "
+        "bistro mode sees them at libc's entries)",
         enable_malloc_hooks, UCS_CONFIG_TYPE_BOOL, NULL),
     UCM_CONFIG_FIELD("MEM_MALLOC_RELOC", "yes",
-                     "Accepted for UCX compatibility (see MEM_MALLOC_HOOKS)",
+                     "Reloc mode: the malloc-family wrappers are patched into "
+                     "GOT/PLT slots; no leaves them out, as MEM_MALLOC_HOOKS",
                      enable_malloc_reloc, UCS_CONFIG_TYPE_BOOL, NULL),
     UCM_CONFIG_FIELD("MEM_CUDA_HOOK_MODE", "bistro",
                      "Hook modes allowed for CUDA memory-type hooks",
