@@ -347,6 +347,8 @@ static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids, unsigned count)
         patches[i].value    = ucm_hook_funcs[id].hook;
         patches[i].expected = ucm_hook_funcs[id].next;
         patches[i].resolved = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
+        /* a malloc wrapper must see glibc's blocks only */
+        patches[i].strict = ucm_hook_funcs[id].heap;
     }
     status = ucm_reloc_apply(patches, count, NULL);
     /* another GOT hooker was there first: call it instead of libc, so that

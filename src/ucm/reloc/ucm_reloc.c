@@ -45,6 +45,29 @@ static void ucm_reloc_note_foreign(const ucm_elf_dyn_t *dyn,
               patch->symbol, dyn->name, prev);
 }
 
+/* The slot still holds what the dynamic linker bound it to: the expected or
+ * the resolved definition, our own value, or (a PLT slot) the object's own
+ * lazy-binding stub. */
+static int ucm_reloc_slot_untouched(const ucm_elf_dyn_t *dyn,
+                                    const ucm_reloc_patch_t *patch, void *prev,
+                                    int lazy_ok)
+{
+    const ElfW(Sym) * own;
+
+    if ((prev == patch->expected) || (prev == patch->resolved) ||
+        (prev == patch->value)) {
+        return 1;
+    }
+    if (!lazy_ok || ((uintptr_t)prev < dyn->map_start) ||
+        ((uintptr_t)prev >= dyn->map_end)) {
+        return 0;
+    }
+    /* inside the object: its stub, unless the object defines the symbol
+     * itself (then the slot may be bound to that definition) */
+    own = ucm_elf_sym_find(dyn, patch->symbol);
+    return (own == NULL) || (own->st_value == 0);
+}
+
 static void ucm_reloc_write(const ucm_elf_dyn_t *dyn, void **slot, void *value)
 {
     size_t page     = ucm_sys_page_size();
@@ -101,9 +124,9 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
             /* R_X86_64_64: a function pointer in initialized data; the
              * program may have changed it since, so only a pointer that
              * still holds what the dynamic linker put there is replaced */
-            if ((type == R_X86_64_64) &&
-                (*slot != ucm_reloc_patches[i].expected) &&
-                (*slot != ucm_reloc_patches[i].resolved)) {
+            if (((type == R_X86_64_64) || ucm_reloc_patches[i].strict) &&
+                !ucm_reloc_slot_untouched(dyn, &ucm_reloc_patches[i], *slot,
+                                          type != R_X86_64_64)) {
                 break;
             }
             ucm_reloc_note_foreign(dyn, &ucm_reloc_patches[i], *slot);

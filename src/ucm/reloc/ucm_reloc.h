@@ -21,6 +21,10 @@ typedef struct ucm_reloc_patch {
                        which may be an interposer's */
     void *foreign;  /* out: another hooker's function found in a slot
                        (the first one seen), NULL if none */
+    int strict;     /* write only slots that hold 'expected', 'resolved',
+                       or the object's own lazy-binding stub: a slot bound
+                       to another definition (a private allocator's
+                       malloc) is left alone and never chained to */
 } ucm_reloc_patch_t;
 
 /* Add patches to the active set (a patch with the same symbol and value

@@ -35,6 +35,7 @@ ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
         relocs[i].value    = patches[i].hook;
         relocs[i].expected = patches[i].real;
         relocs[i].resolved = patches[i].real;
+        relocs[i].strict   = 0;
     }
 
     /* objects loaded later get the patch set from the dlopen hooks */
