@@ -4,8 +4,10 @@
  * context.  Level threshold: ucm_global_opts.log_level (UCX_MEM_LOG_LEVEL).
  *
  * ucm_log_write is exported for libucm's in-tree modules (libucm_cuda).
- * Supported conversions: %s %c %d %i %u %x %p %% with optional '0'/width and
- * the l, ll and z length modifiers.  Messages are truncated at 512 bytes.
+ * Supported conversions: %s %c %d %i %u %x %p %m (errno's text) %% with the
+ * flags '0', '-', '+', a width and the l, ll and z length modifiers (those
+ * of UCX's libucm, whose modules log through __ucm_log).  Messages are
+ * truncated at 512 bytes.  errno is left unchanged.
  */
 #ifndef UCM_LOG_H_
 #define UCM_LOG_H_
@@ -32,6 +34,10 @@
 
 void ucm_log_write(ucs_log_level_t level, const char *file, int line,
                    const char *fmt, ...) UCS_F_PRINTF(4, 5);
+
+/* The same with a va_list (__ucm_log). */
+void ucm_log_vwrite(ucs_log_level_t level, const char *file, int line,
+                    const char *fmt, va_list ap);
 
 /* Format into buf (always NUL-terminated when max > 0); returns the length
  * written. */
