@@ -36,9 +36,13 @@ typedef struct ucm_bistro_patch {
     int chained;                /* out: the entry already jumped
                                    elsewhere (another hooker): orig
                                    runs that hooker */
-    /* internal */
+    /* out (valid when status is UCS_OK): what ucm_bistro_write() must put
+     * back to undo the patch, entry first */
     uintptr_t site; /* padding holding the 5-byte jmp, or 0 */
     size_t entry_len;
+    uint8_t saved_entry[16]; /* the first entry_len bytes before */
+    uint8_t saved_site[5];   /* the padding's bytes before (site != 0) */
+    /* internal */
     uint8_t entry_bytes[16];
     uint8_t site_bytes[5];
 } ucm_bistro_patch_t;
@@ -50,6 +54,13 @@ typedef struct ucm_bistro_patch {
  * the original unless ->chained is set.  Each patch gets
  * its own status; returns UCS_OK if all succeeded. */
 ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count);
+
+/* Write len bytes of code at addr (text made writable for the write and
+ * read-only again after it; the instruction cache of valgrind is told).
+ * The store is one atomic 8-byte compare-and-swap when the bytes lie in one
+ * aligned quadword, else a plain copy.  UCS_OK, or UCS_ERR_INVALID_PARAM if
+ * the text cannot be made writable.  Callers serialize with the patching. */
+ucs_status_t ucm_bistro_write(uintptr_t addr, const uint8_t *bytes, size_t len);
 
 /* Length of the x86_64 instruction at code (0 if not understood); exposed
  * for the unit tests. */

@@ -386,6 +386,10 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
     }
     p->orig    = tramp;
     p->chained = (insn.rel_at >= 0) || ucm_bistro_is_foreign_patch(entry);
+    memcpy(p->saved_entry, (const void *)entry, insn.len);
+    if (p->site != 0) {
+        memcpy(p->saved_site, (const void *)p->site, sizeof(p->saved_site));
+    }
     return 0;
 }
 
@@ -453,4 +457,17 @@ ucs_status_t ucm_bistro_patch_all(ucm_bistro_patch_t *patches, unsigned count)
     ucm_bistro_protect(lo, hi, PROT_READ | PROT_EXEC);
     UCM_BISTRO_DISCARD((void *)lo, hi - lo);
     return status;
+}
+
+ucs_status_t ucm_bistro_write(uintptr_t addr, const uint8_t *bytes, size_t len)
+{
+    if (ucm_bistro_protect(addr, addr + len,
+                           PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        ucm_error("cannot make the code at %p writable", (void *)addr);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    ucm_bistro_write_entry(addr, bytes, len);
+    ucm_bistro_protect(addr, addr + len, PROT_READ | PROT_EXEC);
+    UCM_BISTRO_DISCARD((void *)addr, len);
+    return UCS_OK;
 }
