@@ -95,6 +95,23 @@ static void ucm_reloc_write(const ucm_elf_dyn_t *dyn, void **slot, void *value)
     }
 }
 
+/* The object is one whose slots the patch must leave alone. */
+static int ucm_reloc_excluded(const ucm_elf_dyn_t *dyn,
+                              const ucm_reloc_patch_t *patch)
+{
+    char *const *sub;
+
+    if (patch->exclude == NULL) {
+        return 0;
+    }
+    for (sub = patch->exclude; *sub != NULL; ++sub) {
+        if (strstr(dyn->name, *sub) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
                                   const ElfW(Rela) * relas, size_t count)
 {
@@ -119,6 +136,9 @@ static void ucm_reloc_patch_relas(const ucm_elf_dyn_t *dyn,
         for (i = 0; i < ucm_reloc_num_patches; ++i) {
             if (strcmp(name, ucm_reloc_patches[i].symbol)) {
                 continue;
+            }
+            if (ucm_reloc_excluded(dyn, &ucm_reloc_patches[i])) {
+                break;
             }
             slot = (void **)(dyn->base + r->r_offset);
             /* R_X86_64_64: a function pointer in initialized data; the
@@ -216,8 +236,10 @@ static unsigned ucm_reloc_patch_find(const char *symbol, const void *value)
     return UCM_RELOC_MAX_PATCHES;
 }
 
-ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
-                             unsigned long *written_p)
+static ucs_status_t ucm_reloc_apply_common(ucm_reloc_patch_t *patches,
+                                           unsigned count,
+                                           unsigned long *written_p,
+                                           int with_exclude)
 {
     unsigned index[UCM_RELOC_MAX_PATCHES];
     unsigned long slots;
@@ -243,8 +265,11 @@ ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
         if (index[i] == UCM_RELOC_MAX_PATCHES) {
             index[i] = ucm_reloc_num_patches++;
         }
-        ucm_reloc_patches[index[i]]                                = patches[i];
-        ucm_reloc_patches[index[i]].foreign                        = NULL;
+        ucm_reloc_patches[index[i]]         = patches[i];
+        ucm_reloc_patches[index[i]].foreign = NULL;
+        if (!with_exclude) {
+            ucm_reloc_patches[index[i]].exclude = NULL;
+        }
         ucm_reloc_first_chars[(unsigned char)patches[i].symbol[0]] = 1;
     }
     slots = ucm_reloc_num_slots;
@@ -257,6 +282,18 @@ ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
     }
     pthread_mutex_unlock(&ucm_reloc_lock);
     return UCS_OK;
+}
+
+ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
+                             unsigned long *written_p)
+{
+    return ucm_reloc_apply_common(patches, count, written_p, 0);
+}
+
+ucs_status_t ucm_reloc_apply_excluding(ucm_reloc_patch_t *patches,
+                                       unsigned count, unsigned long *written_p)
+{
+    return ucm_reloc_apply_common(patches, count, written_p, 1);
 }
 
 static int ucm_reloc_counters_cb(struct dl_phdr_info *info, size_t size,

@@ -25,6 +25,9 @@ typedef struct ucm_reloc_patch {
                        or the object's own lazy-binding stub: a slot bound
                        to another definition (a private allocator's
                        malloc) is left alone and never chained to */
+    /* NULL-terminated substrings of object names whose slots are left
+     * alone; read only by ucm_reloc_apply_excluding() (must stay valid) */
+    char *const *exclude;
 } ucm_reloc_patch_t;
 
 /* Add patches to the active set (a patch with the same symbol and value
@@ -34,6 +37,12 @@ typedef struct ucm_reloc_patch {
  * this call.  UCS_ERR_EXCEEDS_LIMIT if the set is full. */
 ucs_status_t ucm_reloc_apply(ucm_reloc_patch_t *patches, unsigned count,
                              unsigned long *written_p);
+
+/* The same, honouring ->exclude of each patch (ucm_reloc_apply() ignores
+ * it, so that callers need not set it). */
+ucs_status_t ucm_reloc_apply_excluding(ucm_reloc_patch_t *patches,
+                                       unsigned count,
+                                       unsigned long *written_p);
 
 /* Apply the active set to objects loaded since the last call; forget those
  * that were unloaded. */

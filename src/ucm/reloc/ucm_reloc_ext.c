@@ -36,6 +36,7 @@ ucs_status_t ucm_got_patch_apply(ucm_got_patch_t *patches, unsigned count,
         relocs[i].expected = patches[i].real;
         relocs[i].resolved = patches[i].real;
         relocs[i].strict   = 0;
+        relocs[i].exclude  = NULL;
     }
 
     /* objects loaded later get the patch set from the dlopen hooks */
