@@ -1,6 +1,8 @@
 /*
  * Heap events in reloc mode: the malloc-family wrappers; see ucm_heap.h.
  */
+#include "config.h"
+
 #include "ucm_heap.h"
 #include "ucm_heap_glibc.h"
 
@@ -11,10 +13,17 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #define UCM_HEAP_SLOTS     64
 #define UCM_HEAP_SLOT_MASK (UCM_HEAP_MAX_SIZE - 1)
@@ -490,19 +499,43 @@ int ucm_heap_mallopt(int param, int value)
 
 /* ---- set-up ---- */
 
+/* glibc's malloc keeps the usable size of a heap block in the chunk header
+ * in front of it: a block from another allocator, or from one that replaces
+ * glibc's functions without their symbols (valgrind), does not match. */
+static int ucm_heap_layout_matches(void)
+{
+    void *mem = malloc(100);
+    size_t field;
+    int ok;
+
+    if (mem == NULL) {
+        return 0;
+    }
+    __asm__("" : "+r"(mem)); /* the header is outside what malloc() gave */
+    field = ucm_heap_chunk_field(mem);
+    ok    = !(field & UCM_HEAP_IS_MMAPPED) &&
+         (ucm_heap_chunk_size(field) ==
+          malloc_usable_size(mem) + sizeof(size_t));
+    free(mem);
+    return ok;
+}
+
 int ucm_heap_is_glibc_malloc(void)
 {
     void *resolved = dlsym(RTLD_DEFAULT, "malloc");
     const char *base;
     Dl_info info;
 
+    if (RUNNING_ON_VALGRIND) {
+        return 0; /* its malloc replaces glibc's under glibc's names */
+    }
     if ((resolved == NULL) || !dladdr(resolved, &info) ||
         (info.dli_fname == NULL)) {
         return 0;
     }
     base = strrchr(info.dli_fname, '/');
     base = (base != NULL) ? base + 1 : info.dli_fname;
-    return !strncmp(base, "libc.so", 7);
+    return !strncmp(base, "libc.so", 7) && ucm_heap_layout_matches();
 }
 
 typedef struct {
