@@ -4,6 +4,7 @@
 #include "ucm_event.h"
 
 #include <ucm/api/ucm_ext.h>
+#include <ucm/compat/ucm_compat_int.h>
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_stats.h>
@@ -272,6 +273,14 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
             return status;
         }
     }
+    /* then, as UCX 1.13 does, the installers of UCX's modules */
+    install_events = events & UCM_EVENT_ALL & ~ucm_event_external;
+    if (!(events & UCM_EVENT_FLAG_NO_INSTALL) && install_events) {
+        status = ucm_compat_installers_install(install_events);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
 
     add_events =
         events & ~(UCM_EVENT_FLAG_NO_INSTALL | UCM_EVENT_FLAG_EXISTING_ALLOC);
@@ -284,6 +293,10 @@ ucs_status_t ucm_set_event_handler(int events, int priority,
         ucm_debug("event handler %p arg %p events 0x%x priority %d added", cb,
                   arg, events, priority);
         ucm_existing_alloc_replay(events, add_cb, add_arg);
+        if (events & UCM_EVENT_FLAG_EXISTING_ALLOC) {
+            ucm_compat_installers_existing(add_events, priority, add_cb,
+                                           add_arg);
+        }
     }
     return status;
 }
