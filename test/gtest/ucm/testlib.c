@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <unistd.h>
 
 #ifndef UCMT_PREFIX
 #define UCMT_PREFIX ucmt_lib_
@@ -74,6 +75,18 @@ int UCMT_FN(UCMT_PREFIX, munmap_via_needed)(void *addr, size_t len)
     return UCMT_FN(UCMT_NEEDED_PREFIX, munmap)(addr, len);
 }
 #endif
+
+/* Functions libucm never hooks, called through this library's GOT/PLT
+ * (for ucm_reloc_modify). */
+pid_t UCMT_FN(UCMT_PREFIX, getpgrp)(void)
+{
+    return getpgrp();
+}
+
+pid_t UCMT_FN(UCMT_PREFIX, getsid)(pid_t pid)
+{
+    return getsid(pid);
+}
 
 const char *UCMT_FN(UCMT_PREFIX, name)(void)
 {

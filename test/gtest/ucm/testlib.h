@@ -30,6 +30,8 @@
     UCMT_EXTERN_C void *UCMT_FN(_p, dlopen)(const char *path, int flags);      \
     UCMT_EXTERN_C int UCMT_FN(_p, munmap_via_table)(void *addr, size_t len);   \
     UCMT_EXTERN_C int UCMT_FN(_p, munmap_via_needed)(void *addr, size_t len);  \
+    UCMT_EXTERN_C pid_t UCMT_FN(_p, getpgrp)(void);                            \
+    UCMT_EXTERN_C pid_t UCMT_FN(_p, getsid)(pid_t pid);                        \
     UCMT_EXTERN_C const char *UCMT_FN(_p, name)(void)
 
 #endif
