@@ -59,6 +59,32 @@ run_abi() {
     return $r
 }
 
+# compat_ucm_exports: every ucm symbol that Debian's UCX libraries and
+# modules import must be exported by our libucm.  Returns 1 if one is not.
+check_stock_imports() {
+    local dir lib sym defined bad=0 n=0
+    if ! command -v nm >/dev/null 2>&1; then
+        echo "--- import check skipped: nm (binutils) not installed"
+        return 0
+    fi
+    dir=$(dirname "$stock")
+    defined=$(nm -D --defined-only "$ours" | awk '{print $NF}')
+    for lib in "$dir"/libucs.so.0 "$dir"/libuct*.so.0 "$dir"/libucp.so.0 \
+               "$dir"/ucx/*.so.0; do
+        [ -e "$lib" ] || continue
+        for sym in $(nm -D --undefined-only "$lib" | awk '{print $NF}' |
+                     sed 's/@.*//' | grep -E '^_*ucm_'); do
+            n=$((n + 1))
+            if ! echo "$defined" | grep -qx "$sym"; then
+                echo "FAIL: $lib imports $sym; $ours does not export it"
+                bad=1
+            fi
+        done
+    done
+    [ $bad -eq 0 ] && echo "--- all $n libucm imports of $dir's UCX libraries are exported"
+    return $bad
+}
+
 rc=0
 for mode in bistro reloc; do
     echo "--- $test, UCX_MEM_MMAP_HOOK_MODE=$mode"
@@ -70,9 +96,16 @@ for mode in bistro reloc; do
             echo "FAIL: $ours_rcache not built"; exit 1
         fi
         abi_prefix= run_abi UCX_MEM_MMAP_HOOK_MODE=$mode || rc=1 ;;
+    *compat_ucm_exports)
+        UCX_MEM_MMAP_HOOK_MODE=$mode LD_BIND_NOW=1 \
+            LD_LIBRARY_PATH="$(dirname "$ours")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            "$test" || rc=1 ;;
     *compat_two_libucm)
         UCX_MEM_MMAP_HOOK_MODE=$mode "$test" "$ours" "$stock"
-        r=$?; [ $r -eq 77 ] && exit 77; [ $r -eq 0 ] || rc=1 ;;
+        r=$?; [ $r -eq 77 ] && exit 77; [ $r -eq 0 ] || rc=1
+        echo "--- $test ours-first, UCX_MEM_MMAP_HOOK_MODE=$mode"
+        UCX_MEM_MMAP_HOOK_MODE=$mode "$test" "$ours" "$stock" ours-first ||
+            rc=1 ;;
     esac
 done
 
@@ -80,6 +113,8 @@ done
 # iterations: userfaultfd is not available there (the monitor falls back to
 # the hooks, the raw-munmap sub-case says it is skipped)
 case "$test" in
+*compat_ucm_exports)
+    check_stock_imports || rc=1 ;;
 *compat_stock_abi)
     if ! command -v valgrind >/dev/null 2>&1; then
         echo "--- $test under valgrind: skipped: valgrind not installed"
