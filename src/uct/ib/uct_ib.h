@@ -6,7 +6,9 @@
  * "rcache,odp,direct"): "rcache" goes through the registration cache of
  * libucs (regions dropped when libucm reports their pages unmapped), "odp"
  * registers on-demand-paging MRs (only when ibv_query_device_ex reports RC
- * ODP), "direct" calls ibv_reg_mr on every registration.  A memory handle
+ * ODP) that the kernel keeps coherent with the address space, kept by a
+ * cache without memory events (UCX_IB_ODP_MAX_REGIONS bounds it), "direct"
+ * calls ibv_reg_mr on every registration.  A memory handle
  * carries the lkey and the rkey; remote keys travel packed
  * (UCT_IB_RKEY_PACKED_SIZE bytes).
  *
@@ -41,6 +43,8 @@
  *   UCX_IB_REG_MT_THRESH  size above which the pages of a registration are
  *                         faulted in by several threads before ibv_reg_mr
  *   UCX_IB_REG_MT_THREADS threads for that (0: online CPUs, at most 16)
+ *   UCX_IB_ODP_MAX_REGIONS ODP registrations the odp method keeps (4096)
+ *   UCX_IB_ODP_PREFETCH   y | n  ibv_advise_mr prefetch of new ODP MRs
  *   UCX_IB_GID_INDEX      auto | N (auto: the RoCE v2 IPv4-mapped GID)
  *   UCX_RC_TX_QUEUE_LEN, UCX_RC_RX_QUEUE_LEN, UCX_RC_SEG_SIZE,
  *   UCX_RC_TIMEOUT (IB exponent, >= 14), UCX_RC_RETRY_COUNT,
@@ -131,6 +135,11 @@ typedef struct uct_ib_md_attr {
     size_t reg_mt_thresh;    /* UCX_IB_REG_MT_THRESH */
     unsigned reg_mt_threads; /* threads used above the threshold */
     size_t rkey_packed_size; /* UCT_IB_RKEY_PACKED_SIZE */
+    /* ODP as ibv_query_device_ex reports it (odp_supported above: explicit
+     * ODP usable by RC for write, read, send and receive) */
+    int odp_explicit;     /* IBV_ODP_SUPPORT: explicit ODP MRs */
+    int odp_implicit;     /* IBV_ODP_SUPPORT_IMPLICIT: one key for all */
+    uint32_t odp_rc_caps; /* IBV_ODP_SUPPORT_{SEND,RECV,WRITE,READ,...} */
 } uct_ib_md_attr_t;
 
 /* Open a verbs port.  dev_spec "dev:port" (e.g. "rxe0:1", port optional,
@@ -152,7 +161,10 @@ ucs_status_t uct_ib_md_query(const uct_ib_md_t *md, uct_ib_md_attr_t *attr);
  * UCS_ERR_EXCEEDS_LIMIT (RLIMIT_MEMLOCK too small: the log says the limit),
  * UCS_ERR_NO_MEMORY, UCS_ERR_IO_ERROR.  The handle stays valid (and the
  * pages pinned) until uct_ib_md_mem_dereg, even if the range is unmapped
- * meanwhile (through the cache the stale region is simply not reused). */
+ * meanwhile (through the cache the stale region is simply not reused).
+ * With the odp method nothing is pinned: the handle follows whatever is
+ * mapped at its addresses (a page mapped anew there is what the NIC
+ * reads and writes), and a hole fails the transfer on the wire. */
 ucs_status_t uct_ib_md_mem_reg(uct_ib_md_t *md, void *address, size_t length,
                                unsigned access, uct_ib_mem_t **memh_p);
 

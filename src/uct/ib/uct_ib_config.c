@@ -30,6 +30,14 @@ static const ucs_config_field_t uct_ib_md_config_table[] = {
                     "Threads of a large registration (0: online CPUs, at "
                     "most 16)",
                     reg_mt_threads, UCS_CONFIG_TYPE_UINT, NULL),
+    UCT_IB_MD_FIELD("IB_ODP_MAX_REGIONS", "4096",
+                    "ODP registrations kept by the odp method's cache (they "
+                    "stay coherent by themselves; this only bounds them)",
+                    odp_max_regions, UCS_CONFIG_TYPE_ULONG, NULL),
+    UCT_IB_MD_FIELD("IB_ODP_PREFETCH", "y",
+                    "Prefetch the pages of a new ODP registration "
+                    "(ibv_advise_mr, asynchronous) where the device can",
+                    odp_prefetch, UCS_CONFIG_TYPE_BOOL, NULL),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 /* One element of the UCX_IB_REG_METHODS list, parsed as an ENUM. */

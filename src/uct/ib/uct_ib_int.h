@@ -35,6 +35,8 @@ typedef struct uct_ib_md_config {
     unsigned reg_mt_threads;                  /* 0: online CPUs (<= 16) */
     int gid_index;                            /* UCT_IB_GID_INDEX_AUTO or N */
     char net_devices[UCT_IB_NET_DEVICES_MAX]; /* "" if unset */
+    unsigned long odp_max_regions;            /* ODP MRs the cache keeps */
+    int odp_prefetch;                         /* ibv_advise_mr at reg */
 } uct_ib_md_config_t;
 
 typedef struct uct_rc_config {
@@ -77,7 +79,8 @@ struct uct_ib_md {
     struct ibv_port_attr port_attr;
     uct_ib_md_attr_t attr;
     uct_ib_md_config_t config;
-    ucs_rcache_t *rcache;               /* with UCT_IB_REG_METHOD_RCACHE */
+    ucs_rcache_t *rcache;               /* with the rcache or odp method */
+    int odp_prefetch;                   /* 1 on, 0 off (atomic) */
     char name[UCT_IB_DEV_NAME_MAX + 8]; /* "dev:port" */
 };
 
@@ -103,6 +106,17 @@ ucs_status_t uct_ib_md_reg_mr(uct_ib_md_t *md, void *address, size_t length,
  * kernel lacks MADV_POPULATE_*; other failures are left to ibv_reg_mr. */
 ucs_status_t uct_ib_md_prefault_mt(void *address, size_t length, int write,
                                    unsigned nthreads);
+
+/* ODP (uct_ib_md_odp.c).  detect: fill md->attr's odp fields from
+ * md->dev_attr.odp_caps, one diag line.  reg_mr: an IBV_ACCESS_ON_DEMAND
+ * MR of the range (errors diagnosed like uct_ib_md_reg_mr, quietly when
+ * silent), then an asynchronous prefetch (ibv_advise_mr) when enabled; the
+ * first prefetch the device refuses turns prefetching off for the md, with
+ * one diag line saying why.  Thread-safe; not for hook context. */
+void uct_ib_md_odp_detect(uct_ib_md_t *md);
+ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
+                                  int verbs_access, int silent,
+                                  struct ibv_mr **mr_p);
 
 /* Diagnose why [address, address+length) cannot be registered with
  * verbs_access after errno err: logs one error line, returns the status. */

@@ -4,7 +4,10 @@
  *   rcache: ucs_rcache with VM_UNMAPPED events (unavailable when libucm
  *           cannot deliver events, e.g. UCX_MEM_EVENTS=no);
  *   odp:    on-demand paging, if ibv_query_device_ex reports RC ODP for
- *           write, read, send and receive;
+ *           write, read, send and receive: explicit ODP MRs in a ucs_rcache
+ *           without memory events (an ODP MR follows the address space by
+ *           itself, so a cached one never goes stale; the cache only bounds
+ *           how many are kept: UCX_IB_ODP_MAX_REGIONS);
  *   direct: ibv_reg_mr on every registration (always available).
  */
 #include "uct_ib_int.h"
@@ -28,9 +31,15 @@ static ucs_status_t uct_ib_rcache_mem_reg(void *context, ucs_rcache_t *rcache,
 
     access = (rregion->prot & PROT_WRITE) ? UCT_IB_MEM_ACCESS_ALL
                                           : UCT_IB_MEM_ACCESS_REMOTE_READ;
-    status = uct_ib_md_reg_mr(md, address, length,
-                              uct_ib_mem_access_to_verbs(access),
-                              flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS, &mr);
+    if (md->attr.reg_method == UCT_IB_REG_METHOD_ODP) {
+        status = uct_ib_md_odp_reg_mr(
+            md, address, length, uct_ib_mem_access_to_verbs(access),
+            flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS, &mr);
+    } else {
+        status = uct_ib_md_reg_mr(md, address, length,
+                                  uct_ib_mem_access_to_verbs(access),
+                                  flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS, &mr);
+    }
     if (status != UCS_OK) {
         return status;
     }
@@ -39,7 +48,7 @@ static ucs_status_t uct_ib_rcache_mem_reg(void *context, ucs_rcache_t *rcache,
     region->memh.length  = length;
     region->memh.lkey    = mr->lkey;
     region->memh.rkey    = mr->rkey;
-    region->memh.method  = UCT_IB_REG_METHOD_RCACHE;
+    region->memh.method  = md->attr.reg_method;
     region->memh.access  = access;
     return UCS_OK;
 }
@@ -73,33 +82,26 @@ static const ucs_rcache_ops_t uct_ib_rcache_ops = {
     .mem_dereg   = uct_ib_rcache_mem_dereg,
     .dump_region = uct_ib_rcache_dump_region};
 
+/* The cache of method (set in md->attr.reg_method before): rcache hears
+ * unmap events; odp's hears none and keeps at most odp_max_regions. */
 static ucs_status_t uct_ib_md_rcache_create(uct_ib_md_t *md)
 {
+    int odp                    = md->attr.reg_method == UCT_IB_REG_METHOD_ODP;
     size_t page_size           = sysconf(_SC_PAGESIZE);
-    ucs_rcache_params_t params = {.region_struct_size =
-                                      sizeof(uct_ib_rcache_region_t),
-                                  .alignment          = page_size,
-                                  .max_alignment      = page_size,
-                                  .ucm_events         = UCM_EVENT_VM_UNMAPPED,
-                                  .ucm_event_priority = 1000,
-                                  .ops                = &uct_ib_rcache_ops,
-                                  .context            = md,
-                                  .flags              = 0,
-                                  .max_regions        = 0,
-                                  .max_size           = 0,
-                                  .max_unreleased     = 0};
+    ucs_rcache_params_t params = {
+        .region_struct_size = sizeof(uct_ib_rcache_region_t),
+        .alignment          = page_size,
+        .max_alignment      = page_size,
+        .ucm_events         = odp ? 0 : UCM_EVENT_VM_UNMAPPED,
+        .ucm_event_priority = 1000,
+        .ops                = &uct_ib_rcache_ops,
+        .context            = md,
+        .flags              = odp ? UCS_RCACHE_FLAG_NO_PFN_CHECK : 0,
+        .max_regions        = odp ? md->config.odp_max_regions : 0,
+        .max_size           = 0,
+        .max_unreleased     = 0};
 
     return ucs_rcache_create(&params, md->name, NULL, &md->rcache);
-}
-
-static int uct_ib_md_odp_supported(const uct_ib_md_t *md)
-{
-    const struct ibv_odp_caps *odp = &md->dev_attr.odp_caps;
-    uint32_t need = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
-                    IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
-
-    return (odp->general_caps & IBV_ODP_SUPPORT) &&
-           ((odp->per_transport_caps.rc_odp_caps & need) == need);
 }
 
 ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
@@ -109,7 +111,7 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
     ucs_status_t status;
     unsigned i;
 
-    md->attr.odp_supported  = uct_ib_md_odp_supported(md);
+    uct_ib_md_odp_detect(md);
     md->attr.reg_mt_threads = md->config.reg_mt_threads;
     if (md->attr.reg_mt_threads == 0) {
         long cpus               = sysconf(_SC_NPROCESSORS_ONLN);
@@ -131,7 +133,8 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
                 why = "memory events are disabled (UCX_MEM_EVENTS=no)";
                 break;
             }
-            status = uct_ib_md_rcache_create(md);
+            md->attr.reg_method = method;
+            status              = uct_ib_md_rcache_create(md);
             if (status == UCS_OK) {
                 goto found;
             }
@@ -140,10 +143,18 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
                       : "memory events cannot be installed";
             break;
         case UCT_IB_REG_METHOD_ODP:
-            if (md->attr.odp_supported) {
+            if (!md->attr.odp_supported) {
+                why = md->attr.odp_explicit
+                          ? "the device's ODP lacks RC send, recv, write or "
+                            "read"
+                          : "the device reports no on-demand paging";
+                break;
+            }
+            md->attr.reg_method = method;
+            if (uct_ib_md_rcache_create(md) == UCS_OK) {
                 goto found;
             }
-            why = "the device reports no RC on-demand paging";
+            why = "its registration cache cannot be created";
             break;
         case UCT_IB_REG_METHOD_DIRECT: goto found;
         default: why = "unknown"; break;

@@ -70,20 +70,9 @@ static ucs_status_t uct_ib_md_mem_reg_mr(uct_ib_md_t *md, void *address,
         uct_ib_error("%s: no memory for a memory handle", md->name);
         return UCS_ERR_NO_MEMORY;
     }
-    if (method == UCT_IB_REG_METHOD_ODP) {
-        mr = ibv_reg_mr(md->pd, address, length,
-                        verbs_access | IBV_ACCESS_ON_DEMAND);
-        if (mr == NULL) {
-            status = uct_ib_md_reg_diagnose(md, address, length,
-                                            verbs_access | IBV_ACCESS_ON_DEMAND,
-                                            errno);
-            goto err_free;
-        }
-    } else {
-        status = uct_ib_md_reg_mr(md, address, length, verbs_access, 0, &mr);
-        if (status != UCS_OK) {
-            goto err_free;
-        }
+    status = uct_ib_md_reg_mr(md, address, length, verbs_access, 0, &mr);
+    if (status != UCS_OK) {
+        goto err_free;
     }
     memh->mr      = mr;
     memh->address = address;
@@ -128,7 +117,7 @@ ucs_status_t uct_ib_md_mem_reg(uct_ib_md_t *md, void *address, size_t length,
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
-    if (md->attr.reg_method == UCT_IB_REG_METHOD_RCACHE) {
+    if (md->rcache != NULL) { /* the rcache and odp methods */
         return uct_ib_md_mem_reg_rcache(md, address, length, access, memh_p);
     }
     return uct_ib_md_mem_reg_mr(md, address, length, access,
@@ -145,7 +134,7 @@ ucs_status_t uct_ib_md_mem_dereg(uct_ib_md_t *md, uct_ib_mem_t *memh)
                      (md == NULL) ? "md" : "memh");
         return UCS_ERR_INVALID_PARAM;
     }
-    if (memh->method == UCT_IB_REG_METHOD_RCACHE) {
+    if (memh->method != UCT_IB_REG_METHOD_DIRECT) { /* a cache region */
         region = ucs_container_of(memh, uct_ib_rcache_region_t, memh);
         ucs_rcache_region_put(md->rcache, &region->super);
         return UCS_OK;

@@ -1,0 +1,106 @@
+/*
+ * On-demand paging of the verbs md: what the device reports (explicit and
+ * implicit ODP, the RC operations that may fault), and the registration of
+ * an explicit ODP MR with its optional prefetch.
+ *
+ * An ODP MR pins nothing: the kernel's MMU notifier invalidates the NIC's
+ * translations when the address space changes, and the NIC faults pages in
+ * on access.  So a handle stays right across munmap/mmap, mremap, madvise
+ * and truncation without any memory event.
+ */
+#include "uct_ib_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* The RC operations the odp method needs (the iface's receive buffers are
+ * registered without ODP, so SRQ receive is not needed). */
+#define UCT_IB_ODP_RC_NEED                                                     \
+    (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |     \
+     IBV_ODP_SUPPORT_READ)
+
+/* ibv_advise_mr takes 32-bit lengths: prefetch in slices of this size. */
+#define UCT_IB_ODP_PREFETCH_SLICE (1ul << 30)
+#define UCT_IB_ODP_PREFETCH_SGES  16
+
+void uct_ib_md_odp_detect(uct_ib_md_t *md)
+{
+    const struct ibv_odp_caps *odp = &md->dev_attr.odp_caps;
+
+    md->attr.odp_explicit = !!(odp->general_caps & IBV_ODP_SUPPORT);
+    md->attr.odp_implicit = md->attr.odp_explicit &&
+                            !!(odp->general_caps & IBV_ODP_SUPPORT_IMPLICIT);
+    md->attr.odp_rc_caps =
+        md->attr.odp_explicit ? odp->per_transport_caps.rc_odp_caps : 0;
+    md->attr.odp_supported =
+        md->attr.odp_explicit &&
+        ((md->attr.odp_rc_caps & UCT_IB_ODP_RC_NEED) == UCT_IB_ODP_RC_NEED);
+    md->odp_prefetch = md->config.odp_prefetch;
+    uct_ib_diag("%s: ODP: explicit %s, implicit %s (%s), RC caps 0x%x%s",
+                md->name, md->attr.odp_explicit ? "yes" : "no",
+                md->attr.odp_implicit ? "yes" : "no",
+                md->attr.odp_implicit ? "the odp method still registers "
+                                        "explicit MRs"
+                                      : "absent on this device",
+                md->attr.odp_rc_caps,
+                md->attr.odp_supported ? "" : " (not enough for RC)");
+}
+
+static void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr,
+                                   void *address, size_t length, int write)
+{
+    struct ibv_sge sge[UCT_IB_ODP_PREFETCH_SGES];
+    uintptr_t p = (uintptr_t)address;
+    size_t left = length;
+    uint32_t n  = 0;
+    int ret;
+
+    if (!__atomic_load_n(&md->odp_prefetch, __ATOMIC_RELAXED)) {
+        return;
+    }
+    while ((left > 0) && (n < UCT_IB_ODP_PREFETCH_SGES)) {
+        sge[n].addr   = p;
+        sge[n].length = (uint32_t)ucs_min(left, UCT_IB_ODP_PREFETCH_SLICE);
+        sge[n].lkey   = mr->lkey;
+        p += sge[n].length;
+        left -= sge[n].length;
+        ++n;
+    }
+    /* flags 0: asynchronous, the registration does not wait for faults */
+    ret = ibv_advise_mr(md->pd,
+                        write ? IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
+                              : IBV_ADVISE_MR_ADVICE_PREFETCH,
+                        0, sge, n);
+    if ((ret != 0) &&
+        __atomic_exchange_n(&md->odp_prefetch, 0, __ATOMIC_RELAXED)) {
+        uct_ib_diag("%s: ibv_advise_mr(prefetch) failed: %s%s; ODP pages "
+                    "now fault in on first access only",
+                    md->name, strerror(ret),
+                    ((ret == EOPNOTSUPP) || (ret == ENOSYS))
+                        ? " (the verbs provider library has no advise_mr)"
+                        : "");
+    }
+}
+
+ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
+                                  int verbs_access, int silent,
+                                  struct ibv_mr **mr_p)
+{
+    int access = verbs_access | IBV_ACCESS_ON_DEMAND;
+    struct ibv_mr *mr;
+    int err;
+
+    mr = ibv_reg_mr(md->pd, address, length, access);
+    if (mr == NULL) {
+        err = errno;
+        if (silent) {
+            return UCS_ERR_INVALID_ADDR;
+        }
+        return uct_ib_md_reg_diagnose(md, address, length, access, err);
+    }
+    uct_ib_md_odp_prefetch(
+        md, mr, address, length,
+        !!(verbs_access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)));
+    *mr_p = mr;
+    return UCS_OK;
+}
