@@ -10,25 +10,58 @@
 # (VM_TEST_TIMEOUT seconds, default 600) and prints its own results; this
 # driver prints one line per script and exits 1 if any failed.  The host
 # needs root (the VM setup installs qemu and fetches Debian's kernel once).
+# Scripts run on the host release's kernel (6.1), one boot for all; those
+# marked "# vm-kernel: new" (and/or "# vm-mtu: N") in one more boot per
+# such combination, of rxe-vm.sh's newer kernel (RXE_VM_KERNEL=new), or are
+# reported SKIPPED with the reason when that kernel cannot be fetched.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd -P)
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [PATTERN]" >&2; exit 2; }
 build=$(cd "$1" && pwd -P)
 pattern=${2:-*}
 
+# The boot a script needs, "KERNEL/MTU": lines "# vm-kernel: new"
+# (rxe-vm.sh's RXE_VM_KERNEL) and "# vm-mtu: 9000" (RXE_VM_MTU), by default
+# 6.1 and 1500.
+script_boot() {
+    awk '/^# vm-kernel:/ && !k {k = $3} /^# vm-mtu:/ && !m {m = $3}
+         END {print (k ? k : "6.1") "/" (m ? m : "1500")}' "$1"
+}
+
 if [ "${RXE_VM:-0}" != 1 ]; then
     export RXE_VM_EXTRA_PKGS="${RXE_VM_EXTRA_PKGS:-ucx-utils perftest openmpi-bin libopenmpi-dev}"
     export RXE_VM_RW_DIRS="$build${RXE_VM_RW_DIRS:+:$RXE_VM_RW_DIRS}"
     export RXE_VM_TIMEOUT="${RXE_VM_TIMEOUT:-1500}"
     cd "$top"
-    exec bash "$top/contrib/rxe-vm/rxe-vm.sh" -- bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern"
+    # one VM boot per kernel that the selected scripts need
+    boots=$(for s in "$top"/contrib/vm-tests/$pattern.sh; do
+                [ -f "$s" ] && script_boot "$s"; done | awk '!seen[$0]++')
+    rc=0
+    klog=$(mktemp)
+    trap 'rm -f "$klog"' EXIT
+    for b in $boots; do
+        k=${b%/*}
+        if [ "$k" != 6.1 ] && ! RXE_VM_KERNEL=$k bash "$top/contrib/rxe-vm/rxe-vm.sh" --setup \
+                > "$klog" 2>&1; then
+            for s in "$top"/contrib/vm-tests/$pattern.sh; do
+                [ -f "$s" ] && [ "$(script_boot "$s")" = "$b" ] || continue
+                echo "=== vm: $(basename "$s" .sh): SKIPPED (kernel '$k' cannot be set up:" \
+                     "$(tail -n 1 "$klog"))"
+            done
+            continue
+        fi
+        RXE_VM_KERNEL=$k RXE_VM_MTU=${b#*/} VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" -- \
+            bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" || rc=$?
+    done
+    exit $rc
 fi
 
-# inside the VM
+# inside the VM: the scripts of this boot
 echo "vm-tests: device $RXE_VM_DEV, kernel $(uname -r), $(nproc) cpus"
 failed=()
 for script in "$top"/contrib/vm-tests/$pattern.sh; do
     [ -f "$script" ] || continue
+    [ "$(script_boot "$script")" = "${VM_TEST_BOOT:-6.1/1500}" ] || continue
     name=$(basename "$script" .sh)
     echo "=== vm: $name"
     t0=$SECONDS

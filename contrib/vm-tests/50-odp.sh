@@ -1,0 +1,44 @@
+#!/bin/bash
+# vm-kernel: new
+# vm-mtu: 9000
+# On-demand paging end to end (test/uct/test_uct_odp.cc), on the newer
+# kernel whose rxe has explicit ODP (run-vm-tests.sh boots it for the
+# scripts marked "vm-kernel: new" above).  No memory events at all
+# (UCX_MEM_EVENTS=no): with UCX_IB_REG_METHODS=odp a held handle must reach
+# the new pages after munmap+mmap, MAP_FIXED, mremap, shm re-attach,
+# MADV_DONTNEED and truncation; with =direct (pinned) it must not (the
+# negative control).  rxe's ODP copies ignore the offset inside a page
+# (uct_odp_rxe.sub_page_offset proves it is still so): hence the 4 KiB path
+# MTU of this boot (vm-mtu above), with which whole-page transfers of
+# page-aligned buffers never start a packet inside a page.
+#   bash 50-odp.sh TOP BUILD_DIR      (run by contrib/run-vm-tests.sh)
+set -euo pipefail
+top=$1
+build=$2
+dir="$build/test/uct"
+if [ ! -x "$dir/gtest_uct" ]; then
+    echo "50-odp: building gtest_uct in $dir"
+    make -s -C "$dir" gtest_uct
+fi
+export RXE_VM_DEV=${RXE_VM_DEV:-rxe0} UCX_MEM_EVENTS=no
+echo "50-odp: kernel $(uname -r), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1)"
+rc=0
+run() { # NAME ENV.. -- gtest args
+    local name=$1
+    shift
+    local -a env=()
+    while [ "$1" != -- ]; do env+=("$1"); shift; done
+    shift
+    if ! timeout -k 5 240 env "${env[@]}" "$dir/gtest_uct" --gtest_brief=1 "$@"; then
+        echo "50-odp: $name FAILED"
+        rc=1
+    fi
+}
+# detection (the diag lines say what the device has and why prefetch is off)
+run caps UCX_LOG_LEVEL=diag UCX_IB_REG_METHODS=odp UCT_TEST_EXPECT_ODP=explicit \
+    -- --gtest_filter='uct_odp_caps.*:uct_md.odp_unavailable_falls_back_to_direct'
+run rxe-offset-bug UCX_IB_REG_METHODS=odp UCT_TEST_ODP_OFFSET_BUG=expected \
+    -- --gtest_filter='uct_odp_rxe.*'
+run odp UCX_IB_REG_METHODS=odp -- --gtest_filter='*uct_odp_held*:uct_odp_fault.*'
+run pinned-control UCX_IB_REG_METHODS=direct -- --gtest_filter='*uct_odp_held*'
+exit $rc
