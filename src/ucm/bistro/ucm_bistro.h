@@ -36,6 +36,11 @@ typedef struct ucm_bistro_patch {
     int chained;                /* out: the entry already jumped
                                    elsewhere (another hooker): orig
                                    runs that hooker */
+    /* in: when the first instruction is shorter than a jmp and no padding
+     * is in reach, displace as many whole instructions as the jmp covers,
+     * as UCX does (the entry is then rewritten with a plain copy: a thread
+     * running those instructions at that moment may crash) */
+    int multi_ok;
     /* out (valid when status is UCS_OK): what ucm_bistro_write() must put
      * back to undo the patch, entry first */
     uintptr_t site; /* padding holding the 5-byte jmp, or 0 */

@@ -242,38 +242,91 @@ static void ucm_bistro_emit_jmp_rel32(uint8_t *p, uintptr_t from,
     memcpy(p + 1, &rel, sizeof(rel));
 }
 
-/* Trampoline: the displaced instruction, relocated, then a jump back. */
-static int ucm_bistro_emit_orig(uint8_t *tramp, uintptr_t entry,
-                                const ucm_bistro_insn_t *insn)
+/* Copy one displaced instruction from src into the trampoline at dst,
+ * relocated; a jmp (someone else's hook) becomes an absolute jmp to its
+ * target.  Returns the bytes written, or 0 if it cannot be relocated. */
+static size_t ucm_bistro_emit_insn(uint8_t *dst, uintptr_t src,
+                                   const ucm_bistro_insn_t *insn)
 {
     int32_t disp32;
     int8_t disp8;
     uintptr_t target;
     long new_disp;
 
-    if (insn->rel_at >= 0) { /* a jmp (someone else's hook): follow it */
+    if (insn->rel_at >= 0) {
         if (insn->rel_size == 4) {
-            memcpy(&disp32, (const void *)(entry + insn->rel_at), 4);
-            target = entry + insn->len + (long)disp32;
+            memcpy(&disp32, (const void *)(src + insn->rel_at), 4);
+            target = src + insn->len + (long)disp32;
         } else {
-            memcpy(&disp8, (const void *)(entry + insn->rel_at), 1);
-            target = entry + insn->len + (long)disp8;
+            memcpy(&disp8, (const void *)(src + insn->rel_at), 1);
+            target = src + insn->len + (long)disp8;
         }
-        ucm_bistro_emit_jmp_abs(tramp, target);
-        return 0;
+        ucm_bistro_emit_jmp_abs(dst, target);
+        return UCM_BISTRO_JMP_ABS_LEN;
     }
-    memcpy(tramp, (const void *)entry, insn->len);
+    memcpy(dst, (const void *)src, insn->len);
     if (insn->rip_disp >= 0) {
-        memcpy(&disp32, (const void *)(entry + insn->rip_disp), 4);
-        new_disp = (long)disp32 + (long)(entry - (uintptr_t)tramp);
+        memcpy(&disp32, (const void *)(src + insn->rip_disp), 4);
+        new_disp = (long)disp32 + (long)(src - (uintptr_t)dst);
         if ((new_disp > INT32_MAX) || (new_disp < INT32_MIN)) {
-            return -1;
+            return 0;
         }
         disp32 = (int32_t)new_disp;
-        memcpy(tramp + insn->rip_disp, &disp32, 4);
+        memcpy(dst + insn->rip_disp, &disp32, 4);
     }
-    ucm_bistro_emit_jmp_abs(tramp + insn->len, entry + insn->len);
+    return insn->len;
+}
+
+/* Trampoline: the displaced instructions (count of them, starting at
+ * entry), relocated, then a jump back after them (none after a jmp). */
+static int ucm_bistro_emit_orig(uint8_t *tramp, uintptr_t entry,
+                                const ucm_bistro_insn_t *insns, unsigned count)
+{
+    uintptr_t src = entry;
+    unsigned i;
+    size_t n;
+
+    for (i = 0; i < count; ++i) {
+        n = ucm_bistro_emit_insn(tramp, src, &insns[i]);
+        if (n == 0) {
+            return -1;
+        }
+        if (insns[i].rel_at >= 0) {
+            return 0; /* the flow does not come back */
+        }
+        tramp += n;
+        src += insns[i].len;
+    }
+    ucm_bistro_emit_jmp_abs(tramp, src);
     return 0;
+}
+
+/* The first instructions at entry that cover at least a 5-byte jmp, when
+ * the first one alone does not (multi_ok).  Returns their count (their
+ * length in *len_p), 0 if they cannot all be decoded, would pass the end of
+ * the function or of entry_bytes, or include a jmp before the last. */
+static unsigned ucm_bistro_decode_prefix(const ucm_bistro_patch_t *p,
+                                         ucm_bistro_insn_t *insns, unsigned max,
+                                         size_t *len_p)
+{
+    uintptr_t entry = p->target.entry;
+    size_t len      = 0;
+    unsigned count  = 0;
+
+    while (len < UCM_BISTRO_JMP_REL32_LEN) {
+        if ((count == max) || ((count > 0) && (insns[count - 1].rel_at >= 0)) ||
+            (ucm_bistro_decode((const uint8_t *)(entry + len), &insns[count]) !=
+             0)) {
+            return 0;
+        }
+        len += insns[count++].len;
+    }
+    if ((len > sizeof(p->entry_bytes)) ||
+        ((p->target.end != 0) && (entry + len > p->target.end))) {
+        return 0;
+    }
+    *len_p = len;
+    return count;
 }
 
 static long ucm_bistro_protect(uintptr_t start, uintptr_t end, int prot)
@@ -324,45 +377,61 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
 {
     const ucm_bistro_target_t *t = &p->target;
     uintptr_t entry              = t->entry;
+    ucm_bistro_insn_t insns[UCM_BISTRO_JMP_REL32_LEN];
     uintptr_t jmp_site, jmp_target;
-    ucm_bistro_insn_t insn;
+    size_t prefix_len, tramp_len;
+    unsigned i, count = 1;
     uint8_t *stub, *tramp;
 
     p->site = 0;
-    if (ucm_bistro_decode((const uint8_t *)entry, &insn) != 0) {
+    if (ucm_bistro_decode((const uint8_t *)entry, &insns[0]) != 0) {
         p->detail = "first instruction not understood";
         return -1;
     }
-    if (insn.len > sizeof(p->entry_bytes)) {
+    prefix_len = insns[0].len;
+    if (prefix_len > sizeof(p->entry_bytes)) {
         p->detail = "first instruction too long";
         return -1;
     }
-    if (insn.len < UCM_BISTRO_JMP_REL32_LEN) {
-        if (insn.len < 2) {
-            p->detail = "first instruction shorter than a short jump";
-            return -1;
-        }
+    if (prefix_len < UCM_BISTRO_JMP_REL32_LEN) {
         /* never-executed padding for the 5-byte jmp, within rel8 reach */
-        if ((t->end != 0) && (t->next_start >= t->end + 5) &&
+        if ((prefix_len >= 2) && (t->end != 0) &&
+            (t->next_start >= t->end + 5) &&
             (t->end + 5 - (entry + 2) <= 127) &&
             ucm_bistro_is_padding(t->end, t->next_start)) {
             p->site = t->end;
-        } else if ((t->prev_end != 0) && (t->prev_end + 5 <= entry) &&
+        } else if ((prefix_len >= 2) && (t->prev_end != 0) &&
+                   (t->prev_end + 5 <= entry) &&
                    ucm_bistro_is_padding(t->prev_end, entry)) {
             p->site = entry - 5;
+        } else if (p->multi_ok) {
+            count = ucm_bistro_decode_prefix(p, insns, UCM_BISTRO_JMP_REL32_LEN,
+                                             &prefix_len);
+            if (count == 0) {
+                p->detail = "first instructions not understood";
+                return -1;
+            }
+        } else if (prefix_len < 2) {
+            p->detail = "first instruction shorter than a short jump";
+            return -1;
         } else {
             p->detail = "first instruction too short and no padding in reach";
             return -1;
         }
     }
 
-    stub = ucm_bistro_code_alloc(entry, UCM_BISTRO_JMP_ABS_LEN * 2 + insn.len);
+    /* a jmp becomes an absolute one; the jump back is one more */
+    for (i = 0, tramp_len = UCM_BISTRO_JMP_ABS_LEN; i < count; ++i) {
+        tramp_len +=
+            (insns[i].rel_at >= 0) ? UCM_BISTRO_JMP_ABS_LEN : insns[i].len;
+    }
+    stub = ucm_bistro_code_alloc(entry, UCM_BISTRO_JMP_ABS_LEN + tramp_len);
     if (stub == NULL) {
         p->detail = "no memory within 2 GiB of the function";
         return -1;
     }
     tramp = stub + UCM_BISTRO_JMP_ABS_LEN;
-    if (ucm_bistro_emit_orig(tramp, entry, &insn) != 0) {
+    if (ucm_bistro_emit_orig(tramp, entry, insns, count) != 0) {
         p->detail = "cannot relocate the first instruction";
         return -1;
     }
@@ -375,9 +444,14 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
                      ? (uintptr_t)p->hook
                      : (uintptr_t)stub;
     memset(p->entry_bytes, UCM_BISTRO_INT3, sizeof(p->entry_bytes));
-    p->entry_len = insn.len;
+    p->entry_len = prefix_len;
     if (p->site == 0) {
         ucm_bistro_emit_jmp_rel32(p->entry_bytes, entry, jmp_target);
+        if (count > 1) { /* later instructions keep their bytes, as in UCX */
+            memcpy(p->entry_bytes + UCM_BISTRO_JMP_REL32_LEN,
+                   (const void *)(entry + UCM_BISTRO_JMP_REL32_LEN),
+                   prefix_len - UCM_BISTRO_JMP_REL32_LEN);
+        }
     } else {
         ucm_bistro_emit_jmp_rel32(p->site_bytes, p->site, jmp_target);
         p->entry_bytes[0] = 0xeb;
@@ -385,8 +459,8 @@ static int ucm_bistro_prepare(ucm_bistro_patch_t *p)
             (uint8_t)(int8_t)((long)p->site - (long)(entry + 2));
     }
     p->orig    = tramp;
-    p->chained = (insn.rel_at >= 0) || ucm_bistro_is_foreign_patch(entry);
-    memcpy(p->saved_entry, (const void *)entry, insn.len);
+    p->chained = (insns[0].rel_at >= 0) || ucm_bistro_is_foreign_patch(entry);
+    memcpy(p->saved_entry, (const void *)entry, prefix_len);
     if (p->site != 0) {
         memcpy(p->saved_site, (const void *)p->site, sizeof(p->saved_site));
     }

@@ -6,9 +6,11 @@
  * function with one atomic store and builds a trampoline for the original;
  * it needs the function's extent and its neighbours' for a first
  * instruction shorter than a jump, found here in the symbol table of the
- * object that holds the function.  When the patcher cannot take the entry
- * and no original is asked for, the entry is overwritten with a jump as UCX
- * does (5 bytes, or 13 when the hook is beyond +-2 GiB).  Restore points
+ * object that holds the function.  Without padding in reach it displaces
+ * as many whole instructions as the jump covers, as UCX does (a prologue's
+ * 1-byte push).  When the patcher cannot take the entry at all and no
+ * original is asked for, the entry is overwritten with a jump as UCX does
+ * (5 bytes, or 13 when the hook is beyond +-2 GiB).  Restore points
  * come from a fixed table (no malloc: the caller may be a malloc hook), and
  * all patching is serialized with the mmap hooks' installation.
  */
@@ -190,7 +192,8 @@ ucs_status_t ucm_bistro_patch(void *func_ptr, void *hook, const char *symbol,
 
     memset(&patch, 0, sizeof(patch));
     ucm_compat_bistro_target(func_ptr, &patch.target);
-    patch.hook = hook;
+    patch.hook     = hook;
+    patch.multi_ok = 1; /* as UCX: compilers' prologues start with push */
 
     pthread_mutex_lock(&ucm_mmap_install_lock);
     saved = NULL;

@@ -31,10 +31,13 @@ UCMT_TESTLIB_DECLARE(ucmt_linked_);
 
 /* Functions whose first instruction is known (the compiler's are not): one
  * that reads data RIP-relative (the patcher must relocate it into the
- * trampoline), and one that starts with an instruction the patcher does
- * not decode (imul), followed by padding that a 5-byte jump may cover. */
+ * trampoline), one that starts with an instruction the patcher does not
+ * decode (imul), followed by padding that a 5-byte jump may cover, and one
+ * with a frame-pointer prologue (a 1-byte push first, as in most compiled
+ * functions, e.g. libcuda's). */
 extern "C" int ucmt_compat_rip_value(void);
 extern "C" int ucmt_compat_times3(int x);
+extern "C" int ucmt_compat_plus5(int x);
 asm(".pushsection .data\n"
     ".p2align 2\n"
     "ucmt_compat_rip_data: .long 42\n"
@@ -56,7 +59,19 @@ asm(".pushsection .data\n"
     "    imull $3, %edi, %eax\n"
     "    ret\n"
     ".size ucmt_compat_times3, .-ucmt_compat_times3\n"
-    "    .fill 16, 1, 0xcc\n");
+    "    .fill 16, 1, 0xcc\n"
+    ".p2align 4\n"
+    ".globl ucmt_compat_plus5\n"
+    ".hidden ucmt_compat_plus5\n"
+    ".type ucmt_compat_plus5, @function\n"
+    "ucmt_compat_plus5:\n"
+    "    pushq %rbp\n"
+    "    movq %rsp, %rbp\n"
+    "    movl %edi, %eax\n"
+    "    addl $5, %eax\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size ucmt_compat_plus5, .-ucmt_compat_plus5\n");
 
 namespace
 {
@@ -194,6 +209,28 @@ TEST_F(CompatAbi, BistroPatchRedirectsTrampolineRunsOriginalRestoreUndoes)
     EXPECT_EQ(0, memcmp(before, (void *)fn, sizeof(before)))
         << "restore puts back the original bytes";
     EXPECT_EQ(42, fn());
+}
+
+TEST_F(CompatAbi, BistroPatchDisplacesSeveralInstructionsOfAPrologue)
+{
+    int (*volatile fn)(int)        = ucmt_compat_plus5;
+    ucm_bistro_restore_point_t *rp = NULL;
+    void *orig                     = NULL;
+    uint8_t before[16];
+
+    memcpy(before, (void *)fn, sizeof(before));
+    ASSERT_EQ(0x55, before[0]) << "push %rbp first";
+    ASSERT_EQ(12, fn(7));
+    ASSERT_EQ(UCS_OK, ucm_bistro_patch((void *)fn, (void *)times3_hook, "plus5",
+                                       &orig, &rp));
+    EXPECT_EQ(1007, fn(7));
+    EXPECT_EQ(12, ((int (*)(int))orig)(7))
+        << "the trampoline runs push, mov, mov and returns into add";
+    EXPECT_EQ(0, memcmp(before + 6, (void *)((char *)fn + 6), 10))
+        << "bytes after the displaced instructions are untouched";
+    ASSERT_EQ(UCS_OK, ucm_bistro_restore(rp));
+    EXPECT_EQ(0, memcmp(before, (void *)fn, sizeof(before)));
+    EXPECT_EQ(12, fn(7));
 }
 
 TEST_F(CompatAbi, BistroPatchOfLibraryFunctionSeenThroughPlt)
