@@ -183,11 +183,14 @@ typedef struct ucm_bistro_restore_point ucm_bistro_restore_point_t;
  * original function (UCS_ERR_UNSUPPORTED if that cannot be built).  rp (if
  * not NULL): set to a restore point for ucm_bistro_restore().  'symbol' is
  * for log lines only.  The entry is rewritten with one atomic store of its
- * first instruction (see ucm/bistro/ucm_bistro.h); only when that is not
- * possible and no original is asked for, the first 5 or 13 bytes are
- * overwritten as UCX does.  UCS_OK; UCS_ERR_INVALID_PARAM (NULL func_ptr or
- * hook); UCS_ERR_UNSUPPORTED; UCS_ERR_NO_MEMORY (no free restore point: at
- * most UCM_BISTRO_RESTORE_POINTS exist at a time).  x86_64 only.
+ * first instruction when that is long enough or padding is in reach (see
+ * ucm/bistro/ucm_bistro.h); else, as UCX does, the whole instructions under
+ * a 5-byte jump are displaced (a plain copy: not safe against a thread
+ * running them at that moment); when none of that is possible and no
+ * original is asked for, the first 5 or 13 bytes are overwritten.  UCS_OK;
+ * UCS_ERR_INVALID_PARAM (NULL func_ptr or hook); UCS_ERR_UNSUPPORTED;
+ * UCS_ERR_NO_MEMORY (no free restore point: at most UCM_BISTRO_RESTORE_POINTS
+ * exist at a time).  x86_64 only.
  */
 #define UCM_BISTRO_RESTORE_POINTS 64
 ucs_status_t ucm_bistro_patch(void *func_ptr, void *hook, const char *symbol,
