@@ -7,7 +7,7 @@
 # (UCX_MEM_EVENTS=no): with UCX_IB_REG_METHODS=odp a held handle must reach
 # the new pages after munmap+mmap, MAP_FIXED, mremap, shm re-attach,
 # MADV_DONTNEED and truncation; with =direct (pinned) it must not (the
-# negative control).  rxe's ODP copies ignore the offset inside a page
+# negative control).  Then the registration cost of pinned vs odp.  rxe's ODP copies ignore the offset inside a page
 # (uct_odp_rxe.sub_page_offset proves it is still so): hence the 4 KiB path
 # MTU of this boot (vm-mtu above), with which whole-page transfers of
 # page-aligned buffers never start a packet inside a page.
@@ -16,9 +16,9 @@ set -euo pipefail
 top=$1
 build=$2
 dir="$build/test/uct"
-if [ ! -x "$dir/gtest_uct" ]; then
-    echo "50-odp: building gtest_uct in $dir"
-    make -s -C "$dir" gtest_uct
+if [ ! -x "$dir/gtest_uct" ] || [ ! -x "$dir/uct_ib_bench_reg" ]; then
+    echo "50-odp: building gtest_uct and uct_ib_bench_reg in $dir"
+    make -s -C "$dir" gtest_uct uct_ib_bench_reg
 fi
 export RXE_VM_DEV=${RXE_VM_DEV:-rxe0} UCX_MEM_EVENTS=no
 echo "50-odp: kernel $(uname -r), rdma-core $(dpkg-query -W -f='${Version}' libibverbs1)"
@@ -41,4 +41,9 @@ run rxe-offset-bug UCX_IB_REG_METHODS=odp UCT_TEST_ODP_OFFSET_BUG=expected \
     -- --gtest_filter='uct_odp_rxe.*'
 run odp UCX_IB_REG_METHODS=odp -- --gtest_filter='*uct_odp_held*:uct_odp_fault.*'
 run pinned-control UCX_IB_REG_METHODS=direct -- --gtest_filter='*uct_odp_held*'
+echo "50-odp: registration cost, pinned vs odp (times vary a lot under TCG)"
+timeout -k 5 120 "$dir/uct_ib_bench_reg" --odp "$RXE_VM_DEV:1" 3 || {
+    echo "50-odp: uct_ib_bench_reg --odp failed (exit $?)"
+    rc=1
+}
 exit $rc

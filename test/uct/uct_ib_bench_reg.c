@@ -6,6 +6,9 @@
  *
  *   uct_ib_bench_reg [DEV:PORT|-] [MIB] [ROUNDS]   (default first port, 64, 3)
  *   uct_ib_bench_reg --prefault-only [MIB] [ROUNDS]  (no device needed)
+ *   uct_ib_bench_reg --odp DEV:PORT [ROUNDS]   registration of 4 KiB..64 MiB:
+ *       pinned (direct; fresh pages, and pages present) vs odp (fresh: a
+ *       new md each round, so its cache cannot hit; and a cache hit)
  */
 #include <uct/ib/uct_ib.h>
 #include <uct/ib/uct_ib_int.h> /* uct_ib_md_prefault_mt: measured alone */
@@ -113,6 +116,62 @@ static double prefault_fresh(size_t len, unsigned nthreads, int rounds)
     return best;
 }
 
+/* Best seconds of an odp registration of a fresh len-byte mapping: a new
+ * md per round (the odp cache hears no unmaps, so a new mapping at a
+ * recycled address would hit a region of the previous round). */
+static double reg_fresh_odp(const char *dev, size_t len, int rounds)
+{
+    double best = 1e9, t;
+    uct_ib_md_t *md;
+    int i;
+
+    for (i = 0; i < rounds; ++i) {
+        md = open_md(dev, "odp", "inf");
+        t  = reg_fresh(md, len, 1, 0);
+        uct_ib_md_close(md);
+        best = (t < best) ? t : best;
+    }
+    return best;
+}
+
+static int bench_odp(const char *dev, int rounds)
+{
+    static const size_t sizes[] = {4096, 65536, 1 << 20, 16 << 20, 64 << 20};
+    double pin_fresh, pin_present, odp_fresh, odp_hit;
+    uct_ib_md_attr_t attr;
+    uct_ib_md_t *md;
+    unsigned i;
+    void *p;
+
+    md = open_md(dev, "odp", "inf");
+    uct_ib_md_query(md, &attr);
+    uct_ib_md_close(md);
+    if (attr.reg_method != UCT_IB_REG_METHOD_ODP) {
+        fprintf(stderr, "the device has no ODP\n");
+        return 1;
+    }
+    printf("%-8s %14s %14s %14s %14s %9s\n", "size", "pinned fresh",
+           "pinned present", "odp fresh", "odp cache hit", "pin/odp");
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        md          = open_md(dev, "direct", "inf");
+        pin_fresh   = reg_fresh(md, sizes[i], rounds, 0);
+        pin_present = reg_fresh(md, sizes[i], rounds, 1);
+        uct_ib_md_close(md);
+        odp_fresh = reg_fresh_odp(dev, sizes[i], rounds);
+        p         = mmap(NULL, sizes[i], PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        md        = open_md(dev, "odp", "inf");
+        reg_again(md, p, sizes[i], 1); /* the miss that fills the cache */
+        odp_hit = reg_again(md, p, sizes[i], 20);
+        uct_ib_md_close(md);
+        munmap(p, sizes[i]);
+        printf("%5zu KiB %11.1f us %11.1f us %11.1f us %11.2f us %8.1fx\n",
+               sizes[i] >> 10, pin_fresh * 1e6, pin_present * 1e6,
+               odp_fresh * 1e6, odp_hit * 1e6, pin_fresh / odp_fresh);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *dev =
@@ -126,6 +185,9 @@ int main(int argc, char **argv)
     uct_ib_md_t *md;
     void *p;
 
+    if ((argc > 2) && !strcmp(argv[1], "--odp")) {
+        return bench_odp(argv[2], (argc > 3) ? atoi(argv[3]) : 3);
+    }
     {
         long cpus  = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned n = (cpus < 2) ? 2 : (cpus > 16) ? 16 : (unsigned)cpus;
