@@ -33,7 +33,7 @@ if [ "${RXE_VM:-0}" != 1 ]; then
     export RXE_VM_RW_DIRS="$build${RXE_VM_RW_DIRS:+:$RXE_VM_RW_DIRS}"
     export RXE_VM_TIMEOUT="${RXE_VM_TIMEOUT:-1500}"
     cd "$top"
-    # one VM boot per kernel that the selected scripts need
+    # one VM boot per kernel/MTU that the selected scripts need
     boots=$(for s in "$top"/contrib/vm-tests/$pattern.sh; do
                 [ -f "$s" ] && script_boot "$s"; done | awk '!seen[$0]++')
     rc=0
@@ -50,8 +50,16 @@ if [ "${RXE_VM:-0}" != 1 ]; then
             done
             continue
         fi
-        RXE_VM_KERNEL=$k RXE_VM_MTU=${b#*/} VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" -- \
-            bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" || rc=$?
+        # exit 125: the VM or rxe setup failed (e.g. a guest kernel panic under
+        # TCG, seen once in ~10 boots of 6.18): one more boot
+        for try in 1 2; do
+            r=0
+            RXE_VM_KERNEL=$k RXE_VM_MTU=${b#*/} VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" -- \
+                bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" || r=$?
+            [ $r = 125 ] && [ $try = 1 ] || break
+            echo "vm-tests: boot $b failed (exit 125); booting once more"
+        done
+        [ $r = 0 ] || rc=$r
     done
     exit $rc
 fi
