@@ -182,7 +182,7 @@ typedef struct {
     int heap_first;                 /* the arena's first heap (never removed) */
 } ucm_heap_release_t;
 
-static void ucm_heap_param_set(int param, size_t value)
+void ucm_heap_param_note(int param, size_t value)
 {
     switch (param) {
     case UCM_HEAP_M_TRIM_THRESHOLD: ucm_heap_trim_thresh = value; break;
@@ -192,6 +192,16 @@ static void ucm_heap_param_set(int param, size_t value)
     default: return;
     }
     ucm_heap_no_dyn_thresh = 1;
+}
+
+size_t ucm_heap_param_get(int param)
+{
+    switch (param) {
+    case UCM_HEAP_M_TRIM_THRESHOLD: return ucm_heap_trim_thresh;
+    case UCM_HEAP_M_TOP_PAD: return ucm_heap_top_pad;
+    case UCM_HEAP_M_MMAP_THRESHOLD: return ucm_heap_mmap_thresh;
+    default: return 0;
+    }
 }
 
 /* glibc raises its thresholds when an mmap'ed chunk is freed (unless told
@@ -492,7 +502,7 @@ int ucm_heap_mallopt(int param, int value)
         UCM_HEAP_ORIG(UCM_HOOK_MALLOPT, ucm_heap_mallopt_func_t)(param, value);
 
     if (ret == 1) {
-        ucm_heap_param_set(param, (value < 0) ? 0 : (size_t)value);
+        ucm_heap_param_note(param, (value < 0) ? 0 : (size_t)value);
     }
     return ret;
 }
@@ -578,7 +588,7 @@ static int ucm_heap_arena_layout_known(void)
 }
 
 /* The tunables and environment variables that set what mallopt() sets. */
-static void ucm_heap_params_from_env(void)
+void ucm_heap_params_init(void)
 {
     static const struct {
         const char *tunable, *env;
@@ -590,9 +600,14 @@ static void ucm_heap_params_from_env(void)
         {"glibc.malloc.mmap_threshold=", "MALLOC_MMAP_THRESHOLD_",
          UCM_HEAP_M_MMAP_THRESHOLD},
         {"glibc.malloc.mmap_max=", "MALLOC_MMAP_MAX_", UCM_HEAP_M_MMAP_MAX}};
-    const char *tunables = getenv("GLIBC_TUNABLES");
-    const char *value;
+    static int done;
+    const char *tunables, *value;
     unsigned i;
+
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) {
+        return;
+    }
+    tunables = getenv("GLIBC_TUNABLES");
 
     for (i = 0; i < sizeof(params) / sizeof(params[0]); ++i) {
         value = (tunables != NULL) ? strstr(tunables, params[i].tunable) : NULL;
@@ -602,7 +617,7 @@ static void ucm_heap_params_from_env(void)
             value = getenv(params[i].env);
         }
         if (value != NULL) {
-            ucm_heap_param_set(params[i].param, strtoul(value, NULL, 0));
+            ucm_heap_param_note(params[i].param, strtoul(value, NULL, 0));
         }
     }
 }
@@ -616,5 +631,5 @@ void ucm_heap_init(void)
     ucm_heap_brk_start = (ctx.start != 0) ? ctx.start : cur;
     __atomic_store_n(&ucm_heap_brk_known, cur, __ATOMIC_RELEASE);
     ucm_heap_arenas_ok = ucm_heap_arena_layout_known();
-    ucm_heap_params_from_env();
+    ucm_heap_params_init();
 }

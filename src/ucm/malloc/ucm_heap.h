@@ -46,6 +46,16 @@ void ucm_heap_init(void);
  * Hook-context safe. */
 void ucm_heap_brk_reported(void);
 
+/* glibc's trim parameters as this libucm knows them (mallopt's numbers:
+ * M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX): read from the
+ * tunables and MALLOC_*_ variables once (params_init, idempotent, not hook
+ * context), then followed through mallopt() and, in reloc mode, glibc's
+ * dynamic thresholds.  note() records a value glibc accepted; get() returns
+ * 0 for a parameter it does not follow.  Hook-context safe. */
+void ucm_heap_params_init(void);
+void ucm_heap_param_note(int param, size_t value);
+size_t ucm_heap_param_get(int param);
+
 /* The wrappers (patched into GOT/PLT slots). */
 void *ucm_heap_malloc(size_t size);
 void *ucm_heap_calloc(size_t nmemb, size_t size);
