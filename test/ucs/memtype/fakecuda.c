@@ -161,6 +161,27 @@ cudaError_t ucmt_fakecuda_rt_release(void *devPtr)
     return ucmt_fakecuda_rt_result(ucmt_fakecuda_free((uintptr_t)devPtr));
 }
 
+int ucmt_fakecuda_range(uintptr_t address, uintptr_t *base_p, size_t *size_p)
+{
+    int ret = -1;
+    unsigned i;
+
+    pthread_mutex_lock(&ucmt_fakecuda_lock);
+    for (i = 0; i < UCMT_FAKECUDA_MAX_LIVE; ++i) {
+        if ((ucmt_fakecuda_allocs[i].address != 0) &&
+            (address >= ucmt_fakecuda_allocs[i].address) &&
+            (address - ucmt_fakecuda_allocs[i].address <
+             ucmt_fakecuda_allocs[i].size)) {
+            *base_p = ucmt_fakecuda_allocs[i].address;
+            *size_p = ucmt_fakecuda_allocs[i].size;
+            ret     = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ucmt_fakecuda_lock);
+    return ret;
+}
+
 /* ---- driver API names (the headers map cuMemAlloc to cuMemAlloc_v2...) */
 
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)

@@ -8,6 +8,8 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define UCMT_FAKECUDA_HIDDEN __attribute__((visibility("hidden")))
 
@@ -17,5 +19,10 @@ UCMT_FAKECUDA_HIDDEN CUresult ucmt_fakecuda_cu_release(CUdeviceptr dptr);
 UCMT_FAKECUDA_HIDDEN cudaError_t ucmt_fakecuda_rt_alloc(void **devPtr,
                                                         size_t size);
 UCMT_FAKECUDA_HIDDEN cudaError_t ucmt_fakecuda_rt_release(void *devPtr);
+
+/* The live allocation that holds address: 0 with its base and size, or -1
+ * (outputs untouched) if there is none. */
+UCMT_FAKECUDA_HIDDEN int ucmt_fakecuda_range(uintptr_t address,
+                                             uintptr_t *base_p, size_t *size_p);
 
 #endif
