@@ -13,6 +13,10 @@
 #      every *_locked function)
 #   3. the suite under valgrind (memcheck)
 #   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
+#   4b. UCX 1.13.1's GPU module libucm_cuda on our libucm, built from
+#      Debian's source against a test-only fake CUDA toolkit
+#      (contrib/ucx-cuda-module.sh; not with --quick; SKIP_UCX_CUDA_MODULE=1
+#      or a missing prerequisite skips it with the reason)
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
 #      SKIP_VM_TESTS=1)
@@ -98,6 +102,21 @@ if [ $quick -eq 0 ]; then
     stage "valgrind" make -C "$top/build" check-valgrind
 fi
 stage "tools smoke (ucm_info, benchmark)" tools_smoke
+
+# exit status 77 of the script: a prerequisite is missing (it said which)
+ucx_cuda_module() {
+    local rc=0
+    if [ "${SKIP_UCX_CUDA_MODULE:-0}" = 1 ]; then
+        echo "skipped: SKIP_UCX_CUDA_MODULE=1"
+        return 0
+    fi
+    "$top/contrib/ucx-cuda-module.sh" || rc=$?
+    [ $rc -eq 77 ] && return 0
+    return $rc
+}
+if [ $quick -eq 0 ]; then
+    stage "UCX 1.13.1 libucm_cuda on our libucm (fake CUDA)" ucx_cuda_module
+fi
 
 vm_tests() {
     if [ "${SKIP_VM_TESTS:-0}" = 1 ]; then
