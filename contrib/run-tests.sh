@@ -17,6 +17,13 @@
 #      Debian's source against a test-only fake CUDA toolkit
 #      (contrib/ucx-cuda-module.sh; not with --quick; SKIP_UCX_CUDA_MODULE=1
 #      or a missing prerequisite skips it with the reason)
+#   4c. UCX 1.13.1's own gtest cases of libucm, the registration cache and
+#      the memory-type cache, on UCX's libucm and on ours
+#      (contrib/ucx-testsuite.sh: fetches Debian's ucx source, ~5 min on 2
+#      cores; fails on a case that passes on UCX's libucm only, except those
+#      in contrib/ucx-testsuite/known-failures.txt; not with --quick;
+#      SKIP_UCX_TESTSUITE=1 skips it, UCX_TESTSUITE_WORKDIR=DIR keeps and
+#      reuses its UCX build there)
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
 #      SKIP_VM_TESTS=1)
@@ -116,6 +123,28 @@ ucx_cuda_module() {
 }
 if [ $quick -eq 0 ]; then
     stage "UCX 1.13.1 libucm_cuda on our libucm (fake CUDA)" ucx_cuda_module
+fi
+
+# UCX's own test cases on our libucm (stage 4c above); exit 77 is a missing
+# prerequisite, reported as a skip.
+ucx_testsuite() {
+    local rc=0
+    if [ "${SKIP_UCX_TESTSUITE:-0}" = 1 ]; then
+        echo "skipped: SKIP_UCX_TESTSUITE=1"
+        return 0
+    fi
+    "$top/contrib/ucx-testsuite.sh" --ucm "$top/build/src/ucm/.libs/libucm.so.0" \
+        --jobs "$(nproc)" \
+        --known-failures "$top/contrib/ucx-testsuite/known-failures.txt" \
+        ${UCX_TESTSUITE_WORKDIR:+--workdir "$UCX_TESTSUITE_WORKDIR"} || rc=$?
+    if [ $rc -eq 77 ]; then
+        echo "skipped: a prerequisite is missing (the reason is above)"
+        return 0
+    fi
+    return $rc
+}
+if [ $quick -eq 0 ]; then
+    stage "UCX 1.13.1 gtest on our libucm (UCM, rcache, memtype)" ucx_testsuite
 fi
 
 vm_tests() {
