@@ -34,6 +34,8 @@ run() { # NAME ENV.. -- gtest args
         rc=1
     fi
 }
+# the whole suite as 10-uct runs it on 6.1 (default methods, events on)
+run default-suite UCX_MEM_EVENTS=yes -- --gtest_filter='*'
 # detection (the diag lines say what the device has and why prefetch is off)
 run caps UCX_LOG_LEVEL=diag UCX_IB_REG_METHODS=odp UCT_TEST_EXPECT_ODP=explicit \
     -- --gtest_filter='uct_odp_caps.*:uct_md.odp_unavailable_falls_back_to_direct'
