@@ -42,7 +42,8 @@ run caps UCX_LOG_LEVEL=diag UCX_IB_REG_METHODS=odp UCT_TEST_EXPECT_ODP=explicit 
 run rxe-offset-bug UCX_IB_REG_METHODS=odp UCT_TEST_ODP_OFFSET_BUG=expected \
     -- --gtest_filter='uct_odp_rxe.*'
 run odp UCX_IB_REG_METHODS=odp -- --gtest_filter='*uct_odp_held*:uct_odp_fault.*'
-run pinned-control UCX_IB_REG_METHODS=direct -- --gtest_filter='*uct_odp_held*'
+run pinned-control UCX_IB_REG_METHODS=direct \
+    -- --gtest_filter='*uct_odp_held*:uct_odp_fault.fork_parent_keeps_its_pages'
 echo "50-odp: registration cost, pinned vs odp (times vary a lot under TCG)"
 timeout -k 5 120 "$dir/uct_ib_bench_reg" --odp "$RXE_VM_DEV:1" 3 || {
     echo "50-odp: uct_ib_bench_reg --odp failed (exit $?)"

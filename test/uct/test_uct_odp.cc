@@ -31,6 +31,7 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace uct_test;
@@ -374,6 +375,47 @@ TEST_F(uct_odp_fault, untouched_pages)
     dereg(pm);
     dereg(sm);
     dereg(dm);
+}
+
+/* fork() with a held handle of private memory: the child writes its copy
+ * (copy-on-write) and exits, the parent writes its own, then the NIC
+ * writes and reads X through the handle: it must see the parent's pages.
+ * odp: the COW break reaches the MR through the MMU notifier; direct
+ * (pinned, kernels >= 5.13): fork copied the pinned pages for the child. */
+TEST_F(uct_odp_fault, fork_parent_keeps_its_pages)
+{
+    uct_ib_reg_method_t method = md_attr().reg_method;
+    if (method == UCT_IB_REG_METHOD_RCACHE) {
+        GTEST_SKIP() << "needs UCX_IB_REG_METHODS=odp or direct (50-odp.sh)";
+    }
+    const size_t len = odp_buf_size;
+    mapping x(len), peer(len);
+    uct_ib_mem_t *xm = reg(x.ptr, len);
+    uct_ib_mem_t *pm = reg(peer.ptr, len);
+    ASSERT_TRUE((xm != nullptr) && (pm != nullptr));
+    fill(x.ptr, len, 1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        memset(x.ptr, 0xee, len);
+        _exit(0);
+    }
+    ASSERT_GT(pid, 0);
+    int st = 0;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT_TRUE(WIFEXITED(st) && (WEXITSTATUS(st) == 0));
+    memset(x.ptr, 0, len);
+    std::string why;
+    fill(peer.ptr, len, 2);
+    ASSERT_EQ(UCS_OK, put(m_ep[0], peer.ptr, len, pm, x.ptr, xm));
+    EXPECT_TRUE(check(x.ptr, len, 2, &why))
+        << uct_ib_reg_method_name(method) << ": put after fork: " << why;
+    fill(x.ptr, len, 3);
+    memset(peer.ptr, 0, len);
+    ASSERT_EQ(UCS_OK, get(m_ep[1], peer.ptr, len, pm, x.ptr, xm));
+    EXPECT_TRUE(check(peer.ptr, len, 3, &why))
+        << uct_ib_reg_method_name(method) << ": get after fork: " << why;
+    dereg(pm);
+    dereg(xm);
 }
 
 /* What the md reports; UCT_TEST_EXPECT_ODP=explicit (set by 50-odp.sh on
