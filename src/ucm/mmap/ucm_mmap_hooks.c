@@ -3,9 +3,13 @@
  * sbrk.  Each one delivers VM_UNMAPPED before the pages can go away, runs the
  * native event chain around the original call (handlers with priority < 0
  * before it, the others after it) and VM_MAPPED once the mapping exists.
+ * After a successful call the table of file mappings (ucm_filemap.h) learns
+ * what changed, whether or not anybody listens, before VM_MAPPED is raised.
  * Hook context: no malloc, no locks; errno is that of the original call.
  */
 #include "ucm_mmap.h"
+
+#include "ucm_filemap.h"
 
 #include <ucm/event/ucm_event.h>
 #include <ucm/malloc/ucm_heap.h>
@@ -75,8 +79,13 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
     int saved_errno;
 
     if (list == NULL) {
-        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t, addr, length,
-                                  prot, flags, fd, offset);
+        event.mmap.result =
+            UCM_HOOK_CALL_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t, addr, length,
+                               prot, flags, fd, offset);
+        if (event.mmap.result != MAP_FAILED) {
+            ucm_filemap_mapped(event.mmap.result, length, flags, fd, offset);
+        }
+        return event.mmap.result;
     }
     event.mmap.result  = MAP_FAILED;
     event.mmap.address = addr;
@@ -95,6 +104,10 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
         UCM_HOOK_MMAP, ucm_mmap_func_t, event.mmap.address, event.mmap.size,
         event.mmap.prot, event.mmap.flags, event.mmap.fd, event.mmap.offset);
     saved_errno = errno;
+    if (event.mmap.result != MAP_FAILED) {
+        ucm_filemap_mapped(event.mmap.result, event.mmap.size, event.mmap.flags,
+                           event.mmap.fd, event.mmap.offset);
+    }
     ucm_hook_native_after(list, UCM_EVENT_MMAP, &event);
     if (event.mmap.result != MAP_FAILED) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mmap.result,
@@ -104,23 +117,12 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
     return event.mmap.result;
 }
 
-UCS_F_HOT int ucm_munmap(void *addr, size_t length)
+/* munmap with handlers of UCM_EVENT_MUNMAP (in the read section). */
+static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length)
 {
-    ucm_event_list_t *list =
-        ucm_hook_enter(UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno;
 
-    if (list == NULL) {
-        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr,
-                                  length);
-    }
-    if (!(list->events & UCM_EVENT_MUNMAP)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
-        ucm_rcu_read_unlock(); /* the original call needs no read section */
-        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr,
-                                  length);
-    }
     event.munmap.result  = -1;
     event.munmap.address = addr;
     event.munmap.size    = length;
@@ -131,9 +133,32 @@ UCS_F_HOT int ucm_munmap(void *addr, size_t length)
         UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t,
                            event.munmap.address, event.munmap.size);
     saved_errno = errno;
+    if (event.munmap.result == 0) {
+        ucm_filemap_unmapped(event.munmap.address, event.munmap.size);
+    }
     ucm_hook_native_after(list, UCM_EVENT_MUNMAP, &event);
     ucm_hook_leave(saved_errno);
     return event.munmap.result;
+}
+
+UCS_F_HOT int ucm_munmap(void *addr, size_t length)
+{
+    ucm_event_list_t *list =
+        ucm_hook_enter(UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED);
+    int ret;
+
+    if (list != NULL) {
+        if (list->events & UCM_EVENT_MUNMAP) {
+            return ucm_munmap_native(list, addr, length);
+        }
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
+        ucm_rcu_read_unlock(); /* the original call needs no read section */
+    }
+    ret = UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr, length);
+    if (ret == 0) {
+        ucm_filemap_unmapped(addr, length);
+    }
+    return ret;
 }
 
 UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
@@ -146,9 +171,14 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
     int saved_errno;
 
     if (list == NULL) {
-        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t,
-                                  old_address, old_size, new_size, flags,
-                                  new_address);
+        event.mremap.result =
+            UCM_HOOK_CALL_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t, old_address,
+                               old_size, new_size, flags, new_address);
+        if (event.mremap.result != MAP_FAILED) {
+            ucm_filemap_remapped(old_address, old_size, event.mremap.result,
+                                 new_size, flags);
+        }
+        return event.mremap.result;
     }
     event.mremap.result   = MAP_FAILED;
     event.mremap.address  = old_address;
@@ -177,6 +207,10 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
         UCM_HOOK_CALL_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t, old_address,
                            old_size, new_size, flags, new_address);
     saved_errno = errno;
+    if (event.mremap.result != MAP_FAILED) {
+        ucm_filemap_remapped(old_address, old_size, event.mremap.result,
+                             new_size, flags);
+    }
     ucm_hook_native_after(list, UCM_EVENT_MREMAP, &event);
     if (event.mremap.result != MAP_FAILED) {
         ucm_hook_vm(list, UCM_EVENT_VM_MAPPED, event.mremap.result, new_size);
@@ -206,12 +240,30 @@ void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags)
     return ucm_mremap_common(old_address, old_size, new_size, flags, NULL);
 }
 
+/* Advice that acts on the pages of the file (its page cache), so on every
+ * mapping of the mapped file range, not only on this mapping's entries. */
+static int ucm_madvise_file_wide(int advice)
+{
+    switch (advice) {
+    case 9:   /* MADV_REMOVE: a hole punched in the file */
+    case 25:  /* MADV_COLLAPSE: the file's pages replaced by a huge page */
+    case 100: /* MADV_HWPOISON */
+    case 101: /* MADV_SOFT_OFFLINE: the page migrated */ return 1;
+    default: return 0;
+    }
+}
+
+static void ucm_madvise_report(void *arg, uintptr_t start, size_t len)
+{
+    ucm_hook_vm(arg, UCM_EVENT_VM_UNMAPPED, (void *)start, len);
+}
+
 UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
 {
     ucm_event_list_t *list =
         ucm_hook_enter(UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
-    int saved_errno;
+    int saved_errno, file_wide;
 
     if (list == NULL) {
         return UCM_HOOK_CALL_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t, addr,
@@ -226,10 +278,24 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.madvise.addr,
                     event.madvise.length);
     }
+    file_wide = (list->events & UCM_EVENT_VM_UNMAPPED) &&
+                ucm_madvise_file_wide(event.madvise.advice);
+    if (file_wide) {
+        ucm_filemap_report_range((uintptr_t)event.madvise.addr,
+                                 event.madvise.length, ucm_madvise_report,
+                                 list);
+    }
     event.madvise.result = UCM_HOOK_CALL_ORIG(
         UCM_HOOK_MADVISE, ucm_madvise_func_t, event.madvise.addr,
         event.madvise.length, event.madvise.advice);
     saved_errno = errno;
+    if (file_wide && (event.madvise.result == 0)) {
+        /* as for truncation: a registration made between the event and
+         * the removal holds the old pages */
+        ucm_filemap_report_range((uintptr_t)event.madvise.addr,
+                                 event.madvise.length, ucm_madvise_report,
+                                 list);
+    }
     ucm_hook_native_after(list, UCM_EVENT_MADVISE, &event);
     ucm_hook_leave(saved_errno);
     return event.madvise.result;
@@ -250,6 +316,7 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
         if ((event.shmat.result != (void *)-1) && (size > 0)) {
             saved_errno = errno;
             ucm_shm_table_add(event.shmat.result, size);
+            ucm_filemap_shm_attached(event.shmat.result, size, shmid);
             errno = saved_errno;
         }
         return event.shmat.result;
@@ -272,6 +339,7 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
     saved_errno = errno;
     if ((event.shmat.result != (void *)-1) && (size > 0)) {
         ucm_shm_table_add(event.shmat.result, size);
+        ucm_filemap_shm_attached(event.shmat.result, size, event.shmat.shmid);
     }
     ucm_hook_native_after(list, UCM_EVENT_SHMAT, &event);
     if (event.shmat.result != (void *)-1) {
@@ -294,6 +362,7 @@ int ucm_shmdt(const void *shmaddr)
         if (event.shmdt.result == 0) {
             saved_errno = errno;
             ucm_shm_table_remove(shmaddr);
+            ucm_filemap_shm_detached(shmaddr);
             errno = saved_errno;
         }
         return event.shmdt.result;
@@ -310,6 +379,7 @@ int ucm_shmdt(const void *shmaddr)
     saved_errno        = errno;
     if (event.shmdt.result == 0) {
         ucm_shm_table_remove(event.shmdt.shmaddr);
+        ucm_filemap_shm_detached(event.shmdt.shmaddr);
     }
     ucm_hook_native_after(list, UCM_EVENT_SHMDT, &event);
     ucm_hook_leave(saved_errno);

@@ -23,25 +23,27 @@
  *                       page holding offset to the end (data moves).
  *   growing, mode 0, KEEP_SIZE, UNSHARE_RANGE: nothing is removed.
  *
- * So before the call, for each mapping of the file (found in
- * /proc/self/maps by inode number: stat's st_dev differs from the maps
- * device on overlayfs and btrfs, and a rare collision of inode numbers only
- * over-reports), VM_UNMAPPED is raised for the addresses of the removed
- * offsets.  The mappings themselves stay, so after a successful call the
- * same ranges are raised again: a registration made meanwhile (between the
- * event and the zap) may hold the old pages, and UCX 1.13's event set has
- * no native truncate event to hang that second invalidation on.
+ * So before the call, VM_UNMAPPED is raised for the addresses of the
+ * removed offsets in every mapping of the file, whichever descriptor the
+ * call names (fstat/stat gives the inode): libucm's table of file mappings
+ * (ucm_filemap.h) has them, fed by the mmap-family hooks; it falls back to
+ * reading /proc/self/maps for a file it knows no mapping of (a mapping made
+ * by a raw system call) and rebuilds itself from there when it may be
+ * incomplete.  The mappings themselves stay, so after a successful call the
+ * same lookup is made and raised again: a registration made meanwhile
+ * (between the event and the zap) may hold the old pages, and UCX 1.13's
+ * event set has no native truncate event to hang that second invalidation
+ * on.
  *
- * Hook context: no malloc, no lock (the maps walk reads with raw system
- * calls into a stack buffer); nothing is done unless a VM_UNMAPPED handler
- * exists and the call really removes pages.  Not seen: truncation through
- * raw system calls, by other processes, and (reloc mode) libc-internal
- * calls.
+ * Hook context: no malloc, no lock; nothing is done unless a VM_UNMAPPED
+ * handler exists and the call really removes pages.  Not seen: truncation
+ * through raw system calls, by other processes, and (reloc mode)
+ * libc-internal calls.
  */
 #include "ucm_mmap.h"
 
-#include <ucm/util/ucm_log.h>
-#include <ucm/util/ucm_procmaps.h>
+#include "ucm_filemap.h"
+
 #include <ucm/util/ucm_sys.h>
 
 #include <fcntl.h>
@@ -55,22 +57,11 @@
 #define UCM_FALLOC_INSERT_RANGE   0x20
 #define UCM_FALLOC_WRITE_ZEROES   0x80
 
-/* Ranges gathered by one walk of /proc/self/maps before they are raised. */
-#define UCM_TRUNC_BATCH 32
-
-typedef struct {
-    uintptr_t start, end;
-} ucm_trunc_range_t;
-
 typedef struct {
     ucm_event_list_t *list;
-    unsigned long inode;
+    ucm_filemap_key_t key;
     uint64_t lo, hi; /* removed file offsets, page aligned */
     int saved_errno;
-    int overflow; /* more ranges than the batch held */
-    unsigned count;
-    uint64_t last_off; /* file offset at ranges[count-1].end */
-    ucm_trunc_range_t ranges[UCM_TRUNC_BATCH];
 } ucm_trunc_ctx_t;
 
 static uint64_t ucm_trunc_page_up(uint64_t x)
@@ -86,67 +77,18 @@ static uint64_t ucm_trunc_page_down(uint64_t x)
     return x & ~((uint64_t)ucm_sys_page_size() - 1);
 }
 
-static void ucm_trunc_deliver(ucm_trunc_ctx_t *ctx)
-{
-    unsigned i;
-
-    for (i = 0; i < ctx->count; ++i) {
-        ucm_hook_vm(ctx->list, UCM_EVENT_VM_UNMAPPED,
-                    (void *)ctx->ranges[i].start,
-                    ctx->ranges[i].end - ctx->ranges[i].start);
-    }
-}
-
-/* One mapping: the addresses of its removed offsets, merged with the
- * previous range when it continues it (a mapping split by mprotect). */
-static int ucm_trunc_maps_cb(void *arg, const ucm_procmaps_entry_t *e)
+static void ucm_trunc_deliver(void *arg, uintptr_t start, size_t len)
 {
     ucm_trunc_ctx_t *ctx = arg;
-    uint64_t first, last, size = e->end - e->start;
-    uintptr_t start, end;
 
-    if ((e->inode != ctx->inode) || (e->offset > UINT64_MAX - size)) {
-        return 0;
-    }
-    first = ucs_max(e->offset, ctx->lo);
-    last  = ucs_min(e->offset + size, ctx->hi);
-    if (first >= last) {
-        return 0;
-    }
-    start = e->start + (first - e->offset);
-    end   = start + (last - first);
-    if ((ctx->count > 0) && (ctx->ranges[ctx->count - 1].end == start) &&
-        (ctx->last_off == first)) {
-        ctx->ranges[ctx->count - 1].end = end;
-    } else {
-        if (ctx->count == UCM_TRUNC_BATCH) {
-            ucm_trunc_deliver(ctx);
-            ctx->count    = 0;
-            ctx->overflow = 1;
-        }
-        ctx->ranges[ctx->count].start = start;
-        ctx->ranges[ctx->count].end   = end;
-        ++ctx->count;
-    }
-    ctx->last_off = last;
-    return 0;
+    ucm_hook_vm(ctx->list, UCM_EVENT_VM_UNMAPPED, (void *)start, len);
 }
 
 /* Find the mappings of the removed offsets and raise VM_UNMAPPED for them. */
 static void ucm_trunc_report(ucm_trunc_ctx_t *ctx)
 {
-    int ret;
-
-    ctx->count    = 0;
-    ctx->overflow = 0;
-    ret           = ucm_procmaps_walk(ucm_trunc_maps_cb, ctx);
-    if (ret != 0) {
-        ucm_diag("cannot read /proc/self/maps (%d): pages of inode %lu at "
-                 "offsets 0x%lx..0x%lx not reported",
-                 -ret, ctx->inode, (unsigned long)ctx->lo,
-                 (unsigned long)ctx->hi);
-    }
-    ucm_trunc_deliver(ctx);
+    ucm_filemap_report_file(&ctx->key, ctx->lo, ctx->hi, ucm_trunc_deliver,
+                            ctx);
 }
 
 /* Enter: 1 if somebody wants VM_UNMAPPED (then the caller must leave). */
@@ -165,9 +107,12 @@ static void ucm_trunc_set_span(ucm_trunc_ctx_t *ctx, const struct stat *st,
 {
     hi = ucs_min(hi, ucm_trunc_page_up((uint64_t)st->st_size));
     if (S_ISREG(st->st_mode) && (lo < hi)) {
-        ctx->inode = st->st_ino;
-        ctx->lo    = lo;
-        ctx->hi    = hi;
+        ctx->key.kind      = UCM_FILEMAP_FILE;
+        ctx->key.ino       = st->st_ino;
+        ctx->key.dev       = st->st_dev;
+        ctx->key.dev_known = 1;
+        ctx->lo            = lo;
+        ctx->hi            = hi;
     }
 }
 
@@ -189,7 +134,8 @@ static void ucm_trunc_before(ucm_trunc_ctx_t *ctx)
     ucm_hook_leave(ctx->saved_errno);
 }
 
-/* After a successful call, raise the same ranges again. */
+/* After a successful call, raise the same offsets again (in the mappings
+ * that exist now). */
 static void ucm_trunc_after(ucm_trunc_ctx_t *ctx, int result)
 {
     int saved_errno = errno;
@@ -197,11 +143,7 @@ static void ucm_trunc_after(ucm_trunc_ctx_t *ctx, int result)
     if ((result == 0) && (ctx->lo < ctx->hi)) {
         ctx->list = ucm_hook_enter(UCM_EVENT_VM_UNMAPPED);
         if (ctx->list != NULL) {
-            if (ctx->overflow) {
-                ucm_trunc_report(ctx);
-            } else {
-                ucm_trunc_deliver(ctx);
-            }
+            ucm_trunc_report(ctx);
             ucm_hook_leave(saved_errno);
         }
     }
