@@ -108,20 +108,37 @@ typedef enum {
     K_DLOPEN_EV,
     K_TRUNC_NS, /* ftruncate grow + shrink of a mapped memfd */
     K_TRUNC_EV,
+    K_PUNCH_NS, /* write a page of a mapped memfd, punch it out (fallocate) */
+    K_PUNCH_EV,
+    K_REMOVE_NS, /* the same with madvise(MADV_REMOVE) */
+    K_REMOVE_EV,
     K_RETRIED_PCT, /* timed rounds retried because the worker was preempted */
     K_LAST
 } bench_key_t;
 
 static const char *bench_key_names[K_LAST] = {
-    [K_INSTALL_US] = "install_us",          [K_HOOK_NS] = "hook_ns",
-    [K_MUNMAP_LIBC_NS] = "munmap_libc_ns",  [K_MUNMAP_SYS_NS] = "munmap_sys_ns",
-    [K_MUNMAP_EV] = "munmap_events",        [K_MMAP_NS] = "mmap_pair_ns",
-    [K_MMAP_EV] = "mmap_pair_events",       [K_MALLOC64_NS] = "malloc64_ns",
-    [K_MALLOC64_EV] = "malloc64_events",    [K_MALLOC4K_NS] = "malloc4k_ns",
-    [K_MALLOC4K_EV] = "malloc4k_events",    [K_MALLOC1M_NS] = "malloc1m_ns",
-    [K_MALLOC1M_EV] = "malloc1m_events",    [K_DLOPEN_US] = "dlopen_us",
-    [K_DLOPEN_EV] = "dlopen_events",        [K_TRUNC_NS] = "ftruncate_pair_ns",
-    [K_TRUNC_EV] = "ftruncate_pair_events", [K_RETRIED_PCT] = "retried_pct",
+    [K_INSTALL_US]     = "install_us",
+    [K_HOOK_NS]        = "hook_ns",
+    [K_MUNMAP_LIBC_NS] = "munmap_libc_ns",
+    [K_MUNMAP_SYS_NS]  = "munmap_sys_ns",
+    [K_MUNMAP_EV]      = "munmap_events",
+    [K_MMAP_NS]        = "mmap_pair_ns",
+    [K_MMAP_EV]        = "mmap_pair_events",
+    [K_MALLOC64_NS]    = "malloc64_ns",
+    [K_MALLOC64_EV]    = "malloc64_events",
+    [K_MALLOC4K_NS]    = "malloc4k_ns",
+    [K_MALLOC4K_EV]    = "malloc4k_events",
+    [K_MALLOC1M_NS]    = "malloc1m_ns",
+    [K_MALLOC1M_EV]    = "malloc1m_events",
+    [K_DLOPEN_US]      = "dlopen_us",
+    [K_DLOPEN_EV]      = "dlopen_events",
+    [K_TRUNC_NS]       = "ftruncate_pair_ns",
+    [K_TRUNC_EV]       = "ftruncate_pair_events",
+    [K_RETRIED_PCT]    = "retried_pct",
+    [K_PUNCH_NS]       = "punch_hole_ns",
+    [K_PUNCH_EV]       = "punch_hole_events",
+    [K_REMOVE_NS]      = "madv_remove_ns",
+    [K_REMOVE_EV]      = "madv_remove_events",
 };
 
 /* Rows of the main table */
@@ -145,6 +162,8 @@ static const struct {
     {K_MALLOC1M_NS, "malloc+free 1 MiB", "ns", ROW_RATIO},
     {K_DLOPEN_US, "dlopen+dlclose", "us", ROW_RATIO},
     {K_TRUNC_NS, "ftruncate grow+shrink, mapped", "ns", ROW_RATIO},
+    {K_PUNCH_NS, "write+PUNCH_HOLE a page, mapped", "ns", ROW_RATIO},
+    {K_REMOVE_NS, "write+MADV_REMOVE a page, mapped", "ns", ROW_RATIO},
     {K_INSTALL_US, "first install", "us", ROW_ABS},
 };
 
@@ -161,6 +180,8 @@ static const struct {
     {K_MALLOC1M_EV, "malloc+free 1 MiB"},
     {K_DLOPEN_EV, "dlopen+dlclose"},
     {K_TRUNC_EV, "ftruncate grow+shrink"},
+    {K_PUNCH_EV, "write+PUNCH_HOLE"},
+    {K_REMOVE_EV, "write+MADV_REMOVE"},
 };
 
 #define BENCH_NEVROWS (sizeof(bench_event_rows) / sizeof(bench_event_rows[0]))
@@ -384,6 +405,65 @@ static void __attribute__((noinline)) bench_loop_trunc(long iters)
     for (i = 0; i < iters; ++i) {
         if ((ftruncate(fd, 8192) != 0) || (ftruncate(fd, 4096) != 0)) {
             bench_out("fail ftruncate: %s", strerror(errno));
+            _exit(3);
+        }
+    }
+}
+
+/* A memfd of two pages mapped twice (the hole punched through one mapping
+ * or descriptor takes the page out of both): the second page of the first
+ * mapping, written (a new page) and then removed. */
+static char *bench_remove_page;
+static int bench_remove_fd = -1;
+
+static void bench_remove_setup(void)
+{
+    char *p;
+
+    if (bench_remove_fd >= 0) {
+        return;
+    }
+    bench_remove_fd = memfd_create("ucm_bench_remove", MFD_CLOEXEC);
+    if ((bench_remove_fd < 0) || (ftruncate(bench_remove_fd, 8192) != 0)) {
+        bench_out("fail memfd: %s", strerror(errno));
+        _exit(3);
+    }
+    p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, bench_remove_fd,
+             0);
+    if ((p == MAP_FAILED) ||
+        (mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, bench_remove_fd,
+              0) == MAP_FAILED)) {
+        bench_out("fail memfd mapping: %s", strerror(errno));
+        _exit(3);
+    }
+    bench_remove_page = p + 4096;
+}
+
+static void __attribute__((noinline)) bench_loop_punch(long iters)
+{
+    long i;
+
+    bench_remove_setup();
+    for (i = 0; i < iters; ++i) {
+        *(volatile char *)bench_remove_page = 1;
+        if (fallocate(bench_remove_fd,
+                      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096,
+                      4096) != 0) {
+            bench_out("fail fallocate: %s", strerror(errno));
+            _exit(3);
+        }
+    }
+}
+
+static void __attribute__((noinline)) bench_loop_madv_remove(long iters)
+{
+    long i;
+
+    bench_remove_setup();
+    for (i = 0; i < iters; ++i) {
+        *(volatile char *)bench_remove_page = 1;
+        if (madvise(bench_remove_page, 4096, MADV_REMOVE) != 0) {
+            bench_out("fail madvise: %s", strerror(errno));
             _exit(3);
         }
     }
@@ -697,6 +777,10 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
 
     value = bench_measure(bench_loop_trunc, rounds, target_ns, &events);
     bench_report(K_TRUNC_NS, K_TRUNC_EV, value, events);
+    value = bench_measure(bench_loop_punch, rounds, target_ns, &events);
+    bench_report(K_PUNCH_NS, K_PUNCH_EV, value, events);
+    value = bench_measure(bench_loop_madv_remove, rounds, target_ns, &events);
+    bench_report(K_REMOVE_NS, K_REMOVE_EV, value, events);
 
     if ((bench_dl_path == NULL) || (bench_dl_path[0] == '\0')) {
         bench_out("skip %s no module to dlopen (use --dl PATH)",
