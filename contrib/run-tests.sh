@@ -19,7 +19,7 @@
 #      or a missing prerequisite skips it with the reason)
 #   4c. UCX 1.13.1's own gtest cases of libucm, the registration cache and
 #      the memory-type cache, on UCX's libucm and on ours
-#      (contrib/ucx-testsuite.sh: fetches Debian's ucx source, ~5 min on 2
+#      (contrib/ucx-testsuite.sh: fetches Debian's ucx source, 3-5 min on 2
 #      cores; fails on a case that passes on UCX's libucm only, except those
 #      in contrib/ucx-testsuite/known-failures.txt; not with --quick;
 #      SKIP_UCX_TESTSUITE=1 skips it, UCX_TESTSUITE_WORKDIR=DIR keeps and

@@ -1,12 +1,15 @@
 #!/bin/bash
 # UCX 1.13.1's own googletest cases of libucm (malloc_hook*, memtype_hooks),
 # of the registration cache (test_rcache*) and of the memory-type cache
-# (test_memtype_cache*), run one process per case in both hook modes: first
-# on the libucm of a fresh UCX build (the baseline), then with only our
-# libucm.so.0 swapped in (a directory holding it first in LD_LIBRARY_PATH;
-# UCX's libucs stays its own).  Prints per mode what passed, failed, died or
-# was skipped on each, lists every case that differs, and fails when a case
-# that passes on UCX's libucm does not pass on ours.
+# (test_memtype_cache*), run in both hook modes first on the libucm of a
+# fresh UCX build (the baseline), then with only our libucm.so.0 swapped in
+# (a directory holding it first in LD_LIBRARY_PATH; UCX's libucs stays its
+# own).  Each case runs in a process of its own ("bistro", "reloc"), and all
+# of them once more in one process in UCX's order, as UCX's CI runs them
+# ("bistro-1proc", "reloc-1proc": some cases count on what an earlier one
+# installed).  Prints per run what passed, failed, died or was skipped on
+# each, lists every case that differs, and fails when a case that passes on
+# UCX's libucm does not pass on ours.
 #
 #   contrib/ucx-testsuite.sh [options]
 #
@@ -23,12 +26,16 @@
 #   --filter PAT     gtest filter of the cases (default: every case above)
 #   --quick          only the registration-cache cases (test_rcache*)
 #   --modes LIST     hook modes, space separated (default "bistro reloc")
-#   --timeout S      per case, in seconds (default 120)
-#   --retries N      rerun a case where ours is worse up to N times; a pass
-#                    on a rerun is reported as flaky (default 1)
+#   --timeout S      per case, in seconds (default 120; 5 times that for
+#                    the one-process runs)
+#   --retries N      rerun a case where ours is worse up to N times (the
+#                    whole process for a one-process run); a pass on a
+#                    rerun is reported as flaky (default 1)
 #   --known-failures FILE
-#                    lines "MODE CASE REASON" (MODE bistro, reloc or '*'):
-#                    those differences are reported but do not fail the run
+#                    lines "MODE CASE REASON" (MODE bistro, reloc,
+#                    bistro-1proc, reloc-1proc, or a pattern with '*' such
+#                    as bistro* or *): those differences are reported but
+#                    do not fail the run
 #
 # Exit status: 0 no regression; 1 a case that passes on UCX's libucm does
 # not pass on ours (and is not a known failure); 2 bad usage; 3 the UCX
@@ -37,7 +44,7 @@
 # libucm.so.0 of ours), with the reason on stderr.
 #
 # Needs: apt-get and dpkg-source (or tar and patch) unless --src, autoconf,
-# automake, libtool, g++, make.  Cases run one at a time (several speed and
+# automake, libtool, g++, make.  Runs go one at a time (several speed and
 # mapping checks of UCX's suite assume an idle machine).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -384,24 +391,59 @@ run_case() {
     printf '%s\t%s\n' "$(classify $rc "$logf" $secs)" "$secs"
 }
 
+# One process for all the selected cases (without the variants), in UCX's
+# order, as UCX's own CI runs them: some cases count on what an earlier one
+# installed.  run_one_process LIB MODE TAG -> "case<TAB>result<TAB>detail"
+run_one_process() {
+    local lib=$1 mode=$2 tag=$3 logf rc
+    logf=$workdir/logs/$mode-1proc/$lib$tag.log
+    mkdir -p "$(dirname "$logf")"
+    set +e
+    with_env "$lib" UCX_MEM_MMAP_HOOK_MODE="$mode" \
+        timeout -k 10 $((case_timeout * 5)) stdbuf -o0 -e0 "$gt/gtest" \
+        --gtest_filter="$filter" >"$logf" 2>&1 </dev/null
+    rc=$?
+    set -e
+    awk -v rc=$rc -f "$top/contrib/ucx-testsuite/one-process.awk" \
+        "$workdir/cases-1proc.txt" "$logf"
+}
+
 results=$workdir/results.tsv
 : >"$results"
+rm -f "$workdir"/retry-*.tsv
+printf '%s\n' "${cases[@]}" | grep -v '\[' >"$workdir/cases-1proc.txt"
+runs=()
 for mode in $modes; do
+    runs+=("$mode" "$mode-1proc")
     for lib in ucx ours; do
-        log "mode $mode, $lib libucm: ${#cases[@]} cases"
+        log "mode $mode, $lib libucm: ${#cases[@]} cases, a process each"
         for c in "${cases[@]}"; do
             r=$(run_case "$lib" "$mode" "$c")
             printf '%s\t%s\t%s\t%s\n' "$mode" "$lib" "$c" "$r" >>"$results"
         done
     done
+    for lib in ucx ours; do
+        log "mode $mode, $lib libucm: one process"
+        run_one_process "$lib" "$mode" "" |
+            awk -v r="$mode-1proc" -v l="$lib" '{ print r "\t" l "\t" $0 "\t" }' >>"$results"
+    done
 done
 
-# Cases where ours is worse, run again on ours: a pass is kept as flaky.
+# A case where ours is worse runs again on ours (a run of its own, or the
+# whole one-process run): a pass is reported as flaky.  RUN CASE -> rerun
+# number that passed.
 retry_case() {
-    local mode=$1 c=$2 i r
+    local run=$1 c=$2 i r f
     for ((i = 1; i <= retries; i++)); do
-        r=$(run_case ours "$mode" "$c")
-        if [ "${r%%	*}" = passed ]; then
+        if [ "${run%-1proc}" != "$run" ]; then
+            f=$workdir/retry-$run-$i.tsv
+            [ -f "$f" ] || run_one_process ours "${run%-1proc}" "-retry$i" >"$f"
+            r=$(awk -F'\t' -v c="$c" '$1 == c { print $2 }' "$f")
+        else
+            r=$(run_case ours "$run" "$c")
+            r=${r%%	*}
+        fi
+        if [ "$r" = passed ]; then
             echo "$i"
             return 0
         fi
@@ -418,28 +460,33 @@ known_reason() { # MODE CASE
     [ -n "$known_file" ] || return 1
     awk -v m="$1" -v c="$2" '
         /^[ \t]*(#|$)/ { next }
-        ($1 == m || $1 == "*") && $2 == c { $1 = ""; $2 = ""; sub(/^ +/, ""); print; found = 1; exit }
+        { pat = "^" $1 "$"; gsub(/\*/, ".*", pat) }
+        m ~ pat && $2 == c { $1 = ""; $2 = ""; sub(/^ +/, ""); print; found = 1; exit }
         END { exit !found }' "$known_file"
 }
 
-t_run=$SECONDS
 regressions=0
-known_seen=()
 echo
 echo "=== UCX $UCX_VERSION gtest (filter '$filter'): UCX's libucm vs ours ($ucm_lib)"
-for mode in $modes; do
+for run in "${runs[@]}"; do
+    mapfile -t run_cases < <(awk -F'\t' -v m="$run" '$1 == m && $2 == "ucx" { print $3 }' "$results")
     echo
-    printf '%-22s %12s %8s\n' "mode $mode" "UCX libucm" "ours"
+    if [ "${run%-1proc}" = "$run" ]; then
+        echo "mode $run, a process per case (known-failures MODE: $run)"
+    else
+        echo "mode ${run%-1proc}, one process in UCX's order (known-failures MODE: $run)"
+    fi
+    printf '  %-20s %12s %8s\n' "" "UCX libucm" "ours"
     for res in passed failed died skipped notrun; do
-        nu=$(awk -F'\t' -v m="$mode" -v r="$res" '$1 == m && $2 == "ucx" && $4 == r' "$results" | wc -l)
-        no=$(awk -F'\t' -v m="$mode" -v r="$res" '$1 == m && $2 == "ours" && $4 == r' "$results" | wc -l)
+        nu=$(awk -F'\t' -v m="$run" -v r="$res" '$1 == m && $2 == "ucx" && $4 == r' "$results" | wc -l)
+        no=$(awk -F'\t' -v m="$run" -v r="$res" '$1 == m && $2 == "ours" && $4 == r' "$results" | wc -l)
         [ "$res" = notrun ] && [ "$nu" -eq 0 ] && [ "$no" -eq 0 ] && continue
         printf '  %-20s %12d %8d\n' "$res" "$nu" "$no"
     done
-    printf '  %-20s %12d %8d\n' total ${#cases[@]} ${#cases[@]}
-    for c in "${cases[@]}"; do
-        ru=$(result_of "$mode" ucx "$c")
-        ro=$(result_of "$mode" ours "$c")
+    printf '  %-20s %12d %8d\n' total ${#run_cases[@]} ${#run_cases[@]}
+    for c in "${run_cases[@]}"; do
+        ru=$(result_of "$run" ucx "$c")
+        ro=$(result_of "$run" ours "$c")
         u=${ru%%	*}
         o=${ro%%	*}
         [ "$u" = "$o" ] && continue
@@ -448,40 +495,43 @@ for mode in $modes; do
             echo "  better  $c: UCX $u (${ru#*	}), ours passed"
             continue
         fi
-        if n=$(retry_case "$mode" "$c"); then
+        if n=$(retry_case "$run" "$c"); then
             echo "  flaky   $c: UCX $u, ours $o then passed on rerun $n ($detail)"
             continue
         fi
-        if reason=$(known_reason "$mode" "$c"); then
-            known_seen+=("$mode $c")
+        if reason=$(known_reason "$run" "$c"); then
             echo "  known   $c: UCX $u, ours $o: $detail"
             echo "          known failure: $reason"
             continue
         fi
         regressions=$((regressions + 1))
         echo "  WORSE   $c: UCX $u, ours $o: $detail"
-        echo "          log: $workdir/logs/$mode/ours/$(echo "$c" | tr '/[]=,' '_____').log"
+        if [ "${run%-1proc}" = "$run" ]; then
+            echo "          log: $workdir/logs/$run/ours/$(echo "$c" | tr '/[]=,' '_____').log"
+        else
+            echo "          log: $workdir/logs/$run/ours.log"
+        fi
     done
-    failed_ucx=$(awk -F'\t' -v m="$mode" '$1 == m && $2 == "ucx" && ($4 == "failed" || $4 == "died")' "$results" | wc -l)
-    [ "$failed_ucx" -eq 0 ] || echo "  ($failed_ucx cases fail on UCX's own libucm too in this environment)"
+    failed_ucx=$(awk -F'\t' -v m="$run" '$1 == m && $2 == "ucx" && ($4 == "failed" || $4 == "died")' "$results" | wc -l)
+    [ "$failed_ucx" -eq 0 ] || echo "  ($failed_ucx case(s) fail on UCX's own libucm too)"
 done
 
-# Known failures that did not show up: stale entries to remove.
+# Known failures that pass now: stale entries to remove.
 if [ -n "$known_file" ]; then
     while read -r m c _; do
         case "$m" in '' | '#'*) continue ;; esac
-        for mode in $modes; do
-            [ "$m" = '*' ] || [ "$m" = "$mode" ] || continue
-            printf '%s\n' "${cases[@]}" | grep -qxF "$c" || continue
-            printf '%s\n' "${known_seen[@]+"${known_seen[@]}"}" | grep -qxF "$mode $c" ||
-                echo "note: known failure '$m $c' did not fail in mode $mode: remove it from $known_file"
+        for run in "${runs[@]}"; do
+            # shellcheck disable=SC2053 # MODE is a pattern
+            [[ $run == $m ]] || continue
+            [ "$(result_of "$run" ours "$c" | cut -f1)" = passed ] &&
+                echo "note: known failure '$m $c' passes in $run: remove it from $known_file"
         done
     done <"$known_file"
 fi
 
 echo
 echo "time: source $((t_src - t_start)) s, build $((t_build - t_src)) s," \
-    "cases $((t_run - t_build)) s, total $((SECONDS - t_start)) s"
+    "cases $((SECONDS - t_build)) s, total $((SECONDS - t_start)) s"
 if [ $regressions -gt 0 ]; then
     echo "FAILED: $regressions case(s) pass on UCX's libucm and not on ours"
     exit 1
