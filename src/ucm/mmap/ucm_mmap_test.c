@@ -210,7 +210,11 @@ ucs_status_t ucm_test_events(int events)
     return status;
 }
 
+/* As UCX: only the events declared external are tested (the others are
+ * libucm's own business: a caller feeding VM_UNMAPPED itself asks about that
+ * one); none of them external: nothing to test, UCS_OK. */
 ucs_status_t ucm_test_external_events(int events)
 {
-    return ucm_test_events(events);
+    events &= ucm_event_external;
+    return (events == 0) ? UCS_OK : ucm_test_events(events);
 }

@@ -102,7 +102,12 @@ TEST_F(Api, TestExternalEvents)
 
     ucm_set_external_event(ext);
     EXPECT_EQ(UCS_OK, ucm_test_external_events(ext));
+    /* as UCX: events that are not external are not tested (native events
+     * such as MUNMAP have no external source to check) */
+    EXPECT_EQ(UCS_OK, ucm_test_external_events(ext | UCM_EVENT_MUNMAP |
+                                               UCM_EVENT_MADVISE));
     ucm_unset_external_event(ext);
+    EXPECT_EQ(UCS_OK, ucm_test_external_events(UCM_EVENT_MUNMAP));
 }
 
 TEST_F(Api, VmMunmapDeliversExactRange)
