@@ -39,6 +39,7 @@ void ucm_malloc_state_reset(int default_mmap_thresh, int default_trim_thresh)
 {
     void (*own)(int, int) = UCM_COMPAT_CALLER_OWN(ucm_malloc_state_reset);
     const char *env;
+    int user;
 
     if (own != NULL) {
         own(default_mmap_thresh, default_trim_thresh);
@@ -51,12 +52,19 @@ void ucm_malloc_state_reset(int default_mmap_thresh, int default_trim_thresh)
     if (default_trim_thresh >= 0) {
         ucm_compat_malloc_set(M_TRIM_THRESHOLD, default_trim_thresh);
     }
-    /* the user's settings win over the defaults, as in UCX */
+    /* the user's settings win over the defaults, as in UCX, and keep the
+     * thresholds fixed; otherwise they move as glibc's dynamic ones would */
+    user = 0;
     if ((env = getenv("MALLOC_TRIM_THRESHOLD_")) != NULL) {
         ucm_compat_malloc_set(M_TRIM_THRESHOLD, atoi(env));
+        user = 1;
     }
     if ((env = getenv("MALLOC_MMAP_THRESHOLD_")) != NULL) {
         ucm_compat_malloc_set(M_MMAP_THRESHOLD, atoi(env));
+        user = 1;
+    }
+    if (!user) {
+        ucm_heap_dyn_thresh_take_over();
     }
 }
 

@@ -25,9 +25,10 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
-#define UCM_HEAP_SLOTS     64
-#define UCM_HEAP_SLOT_MASK (UCM_HEAP_MAX_SIZE - 1)
-#define UCM_HEAP_VM_EVENTS (UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED)
+#define UCM_HEAP_SLOTS            64
+#define UCM_HEAP_SLOT_MASK        (UCM_HEAP_MAX_SIZE - 1)
+#define UCM_HEAP_VM_EVENTS        (UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED)
+#define UCM_HEAP_ORIG(_id, _type) UCM_HOOK_ORIG(_id, _type)
 
 typedef void *(*ucm_heap_malloc_func_t)(size_t);
 typedef void *(*ucm_heap_calloc_func_t)(size_t, size_t);
@@ -63,6 +64,11 @@ static size_t ucm_heap_trim_thresh = UCM_HEAP_DEFAULT_THRESH;
 static size_t ucm_heap_mmap_thresh = UCM_HEAP_DEFAULT_THRESH;
 static size_t ucm_heap_top_pad     = UCM_HEAP_DEFAULT_TOP_PAD;
 static int ucm_heap_no_dyn_thresh;
+/* ucm_malloc_state_reset() set the thresholds with mallopt(), which ends
+ * glibc's dynamic thresholds: the free wrapper raises them as glibc would
+ * (while UCX_MEM_DYNAMIC_MMAP_THRESH is yes), until the program calls
+ * mallopt() itself. */
+static int ucm_heap_dyn_taken_over;
 
 static inline int ucm_heap_listened(void)
 {
@@ -208,11 +214,29 @@ size_t ucm_heap_param_get(int param)
  * not to): mirror it, so that the trim prediction stays exact. */
 static void ucm_heap_mmapped_freed(size_t chunk_size)
 {
-    if (!ucm_heap_no_dyn_thresh && (chunk_size > ucm_heap_mmap_thresh) &&
-        (chunk_size <= UCM_HEAP_MMAP_THRESH_MAX)) {
+    if ((chunk_size <= ucm_heap_mmap_thresh) ||
+        (chunk_size > UCM_HEAP_MMAP_THRESH_MAX)) {
+        return;
+    }
+    if (!ucm_heap_no_dyn_thresh) {
+        ucm_heap_mmap_thresh = chunk_size; /* glibc does it too */
+        ucm_heap_trim_thresh = 2 * chunk_size;
+    } else if (ucm_heap_dyn_taken_over &&
+               ucm_global_opts.enable_dynamic_mmap_thresh) {
+        /* libucm's mallopt() ended glibc's dynamic thresholds: do what
+         * glibc would have done */
         ucm_heap_mmap_thresh = chunk_size;
         ucm_heap_trim_thresh = 2 * chunk_size;
+        UCM_HEAP_ORIG(UCM_HOOK_MALLOPT, ucm_heap_mallopt_func_t)
+        (UCM_HEAP_M_MMAP_THRESHOLD, (int)chunk_size);
+        UCM_HEAP_ORIG(UCM_HOOK_MALLOPT, ucm_heap_mallopt_func_t)
+        (UCM_HEAP_M_TRIM_THRESHOLD, (int)(2 * chunk_size));
     }
+}
+
+void ucm_heap_dyn_thresh_take_over(void)
+{
+    ucm_heap_dyn_taken_over = 1;
 }
 
 /* A release of the chunk of 'mem' trims its heap when the chunk borders the
@@ -310,8 +334,6 @@ static void ucm_heap_alloc_end(void *mem)
 }
 
 /* ---- the wrappers ---- */
-
-#define UCM_HEAP_ORIG(_id, _type) UCM_HOOK_ORIG(_id, _type)
 
 static void *ucm_heap_alloc_done(void *mem)
 {
@@ -503,6 +525,7 @@ int ucm_heap_mallopt(int param, int value)
 
     if (ret == 1) {
         ucm_heap_param_note(param, (value < 0) ? 0 : (size_t)value);
+        ucm_heap_dyn_taken_over = 0; /* the program's choice from now on */
     }
     return ret;
 }

@@ -56,6 +56,12 @@ void ucm_heap_params_init(void);
 void ucm_heap_param_note(int param, size_t value);
 size_t ucm_heap_param_get(int param);
 
+/* libucm itself (ucm_malloc_state_reset) has set glibc's thresholds: where
+ * the wrappers are installed, glibc's dynamic thresholds are emulated from
+ * now on while UCX_MEM_DYNAMIC_MMAP_THRESH is yes, until the program calls
+ * mallopt().  Not hook context. */
+void ucm_heap_dyn_thresh_take_over(void);
+
 /* The wrappers (patched into GOT/PLT slots). */
 void *ucm_heap_malloc(size_t size);
 void *ucm_heap_calloc(size_t nmemb, size_t size);
