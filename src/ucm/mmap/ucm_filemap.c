@@ -24,6 +24,7 @@
 typedef struct {
     ucm_filemap_cb_t cb;
     void *arg;
+    int rebuilt; /* this lookup rebuilt the table already */
     unsigned count;
     struct {
         uintptr_t start, end;
@@ -228,8 +229,8 @@ static int ucm_filemap_rebuild(void)
 }
 
 /* Before a lookup: start keeping the table (the first time), and rebuild it
- * when it may be incomplete. */
-static void ucm_filemap_prepare(void)
+ * when it may be incomplete; 1 if this call rebuilt it. */
+static int ucm_filemap_prepare(void)
 {
     unsigned long long dl[2];
     unsigned backoff;
@@ -247,16 +248,17 @@ static void ucm_filemap_prepare(void)
             __atomic_compare_exchange_n(&ucm_filemap_full_backoff, &backoff,
                                         backoff - 1, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
-            return;
+            return 0;
         }
-        ucm_filemap_rebuild();
-        return;
+        return ucm_filemap_rebuild();
     }
     ucm_filemap_dl_counters(dl);
     if ((dl[0] != __atomic_load_n(&ucm_filemap_dl_seen[0], __ATOMIC_RELAXED)) ||
         (dl[1] != __atomic_load_n(&ucm_filemap_dl_seen[1], __ATOMIC_RELAXED))) {
-        ucm_filemap_rebuild(); /* the loader mapped or unmapped objects */
+        return ucm_filemap_rebuild(); /* the loader mapped or unmapped objects
+                                       */
     }
+    return 0;
 }
 
 /* ---- lookups ---- */
@@ -307,8 +309,6 @@ typedef struct {
     const ucm_filemap_key_t *key;
     uint64_t lo, hi;
     ucm_filemap_batch_t *batch;
-    int learning;
-    ucm_filemap_learn_t learn;
 } ucm_filemap_walk_key_ctx_t;
 
 static int ucm_filemap_walk_key_cb(void *arg, const ucm_procmaps_entry_t *m)
@@ -322,31 +322,17 @@ static int ucm_filemap_walk_key_cb(void *arg, const ucm_procmaps_entry_t *m)
     }
     ucm_filemap_line_entry(m, &e);
     ucm_filemap_batch_entry(ctx->batch, &e, ctx->lo, ctx->hi);
-    if (ctx->learning) {
-        ucm_filemap_learn(&ctx->learn, &e);
-    }
     return 0;
 }
 
-/* The mappings of key from /proc/self/maps; 'learning': add them to the
- * table (a file mapped behind libucm's back). */
+/* The mappings of key from /proc/self/maps, when the table cannot answer. */
 static void ucm_filemap_walk_key(const ucm_filemap_key_t *key, uint64_t lo,
-                                 uint64_t hi, ucm_filemap_batch_t *b,
-                                 int learning)
+                                 uint64_t hi, ucm_filemap_batch_t *b)
 {
-    ucm_filemap_walk_key_ctx_t ctx;
+    ucm_filemap_walk_key_ctx_t ctx = {key, lo, hi, b};
     int ret;
 
-    memset(&ctx, 0, sizeof(ctx));
-    ctx.key      = key;
-    ctx.lo       = lo;
-    ctx.hi       = hi;
-    ctx.batch    = b;
-    ctx.learning = learning;
-    ret          = ucm_procmaps_walk(ucm_filemap_walk_key_cb, &ctx);
-    if (learning) {
-        ucm_filemap_learn_flush(&ctx.learn);
-    }
+    ret = ucm_procmaps_walk(ucm_filemap_walk_key_cb, &ctx);
     if (ret != 0) {
         ucm_diag("cannot read /proc/self/maps (%d): pages of inode %lu at "
                  "offsets 0x%lx..0x%lx not reported",
@@ -360,14 +346,21 @@ static void ucm_filemap_report_key(const ucm_filemap_key_t *key, uint64_t lo,
 {
     ucm_filemap_answer_t answer = ucm_filemap_find(key, lo, hi, b);
 
-    if (answer == UCM_FILEMAP_FOUND) {
-        return;
+    if ((answer == UCM_FILEMAP_UNKNOWN) && !b->rebuilt) {
+        /* perhaps mapped only behind libucm's back (a raw system call): the
+         * walk that finds out refreshes the whole table, which also brings
+         * in any other mapping made that way */
+        ucm_trace("inode %llu: no mapping in the table, rebuilding it",
+                  (unsigned long long)key->ino);
+        b->rebuilt = 1;
+        answer     = ucm_filemap_rebuild() ? ucm_filemap_find(key, lo, hi, b)
+                                           : UCM_FILEMAP_FALLBACK;
     }
-    ucm_trace("inode %llu: %s, reading /proc/self/maps",
-              (unsigned long long)key->ino,
-              (answer == UCM_FILEMAP_UNKNOWN) ? "no mapping in the table"
-                                              : "table not usable now");
-    ucm_filemap_walk_key(key, lo, hi, b, answer == UCM_FILEMAP_UNKNOWN);
+    if (answer == UCM_FILEMAP_FALLBACK) {
+        ucm_trace("inode %llu: table not usable now, reading /proc/self/maps",
+                  (unsigned long long)key->ino);
+        ucm_filemap_walk_key(key, lo, hi, b);
+    }
 }
 
 void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
@@ -378,7 +371,7 @@ void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
     if (lo >= hi) {
         return;
     }
-    ucm_filemap_prepare();
+    b.rebuilt = ucm_filemap_prepare();
     ucm_filemap_report_key(key, lo, hi, &b);
     ucm_filemap_batch_flush(&b);
 }
@@ -386,9 +379,10 @@ void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
 /* The table's entries over [addr, end), visited in the order of their
  * (clipped start, slot), each reported as a file range: the madvise'd pages
  * in every mapping of the file.  0 if the table cannot answer, changed
- * meanwhile, or covers only part of the range (memory it may not know). */
+ * meanwhile, or (unless gaps_ok: the table is fresh) covers only part of
+ * the range, which may be memory it does not know. */
 static int ucm_filemap_range_from_table(uintptr_t addr, uintptr_t end,
-                                        ucm_filemap_batch_t *b)
+                                        ucm_filemap_batch_t *b, int gaps_ok)
 {
     uintptr_t reach = addr, last_start = 0, next_start = 0, start;
     unsigned i, hwm, steps, last_slot = 0, next_slot = 0;
@@ -429,7 +423,7 @@ static int ucm_filemap_range_from_table(uintptr_t addr, uintptr_t end,
         if (steps + 1 == UCM_FILEMAP_SLOTS) {
             return 0; /* the table kept changing */
         }
-        if (next_start > reach) {
+        if ((next_start > reach) && !gaps_ok) {
             return 0; /* a gap */
         }
         reach = ucs_max(reach, ucs_min(next.end, end));
@@ -441,7 +435,7 @@ static int ucm_filemap_range_from_table(uintptr_t addr, uintptr_t end,
         have_last  = 1;
     }
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return (reach >= end) &&
+    return ((reach >= end) || gaps_ok) &&
            (__atomic_load_n(&ucm_filemap_gen, __ATOMIC_RELAXED) == gen) &&
            (__atomic_load_n(&ucm_filemap_ins_seq, __ATOMIC_RELAXED) == seq);
 }
@@ -500,12 +494,21 @@ void ucm_filemap_report_range(uintptr_t addr, size_t len, ucm_filemap_cb_t cb,
     if (end <= addr) {
         return;
     }
-    ucm_filemap_prepare();
-    if (!ucm_filemap_range_from_table(addr, end, &b)) {
-        ucm_trace("range %p..%p: not all in the table, reading /proc/self/maps",
-                  (void *)addr, (void *)end);
-        ucm_filemap_range_from_maps(addr, end, &b);
+    b.rebuilt = ucm_filemap_prepare();
+    if (ucm_filemap_range_from_table(addr, end, &b, b.rebuilt)) {
+        goto out;
     }
+    if (!b.rebuilt) {
+        b.rebuilt = 1;
+        if (ucm_filemap_rebuild() &&
+            ucm_filemap_range_from_table(addr, end, &b, 1)) {
+            goto out;
+        }
+    }
+    ucm_trace("range %p..%p: the table cannot answer, reading /proc/self/maps",
+              (void *)addr, (void *)end);
+    ucm_filemap_range_from_maps(addr, end, &b);
+out:
     ucm_filemap_batch_flush(&b);
 }
 

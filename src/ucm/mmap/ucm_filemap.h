@@ -17,15 +17,16 @@
  * rebuilt by another walk whenever it may be incomplete: an insertion found
  * it full, the mmap hook could not fstat() a mapped descriptor, the loader
  * mapped or unmapped objects (dl_iterate_phdr's adds/subs counters moved),
- * or the process forked.  A lookup for a file the table holds no mapping of
- * walks /proc/self/maps for that file and learns what it finds (a mapping
- * made by a raw system call, by code whose calls are not hooked).
+ * or the process forked; and by a lookup for a file the table holds no
+ * mapping of (it may be mapped by a raw system call, or by code whose calls
+ * are not hooked).
  *
  * Failure mode: over-report, never miss what the table or a walk can know.
  * Entries whose mapping went away behind libucm's back stay until the range
  * is reused or the next rebuild, and only cause extra events.  What no
  * check finds: a file the table knows a mapping of, mapped again by a raw
- * system call (seen at the next rebuild); see docs/internals-filemap.md.
+ * system call (seen from the next rebuild on); see
+ * docs/internals-filemap.md.
  *
  * Thread and hook context: every function is lock-free, allocates nothing,
  * keeps errno, and may run in a signal handler (readers never wait for a
@@ -109,13 +110,12 @@ int ucm_filemap_may_overlap_slow(uintptr_t addr, size_t len);
 static UCS_F_ALWAYS_INLINE int ucm_filemap_may_overlap(uintptr_t addr,
                                                        size_t len)
 {
-    uintptr_t chunk = addr >> UCM_FILEMAP_CHUNK_SHIFT;
-
-    if (ucs_likely(((addr + len - 1) >> UCM_FILEMAP_CHUNK_SHIFT) == chunk) &&
-        ucs_likely(len > 0) &&
-        ucs_likely(
-            __atomic_load_n(&ucm_filemap_buckets[ucm_filemap_bucket_of(chunk)],
-                            __ATOMIC_RELAXED) == 0)) {
+    /* one chunk that no entry touches: the common case, one load */
+    if (ucs_likely(((addr ^ (addr + len - 1)) >> UCM_FILEMAP_CHUNK_SHIFT) ==
+                   0) &&
+        ucs_likely(__atomic_load_n(&ucm_filemap_buckets[ucm_filemap_bucket_of(
+                                       addr >> UCM_FILEMAP_CHUNK_SHIFT)],
+                                   __ATOMIC_RELAXED) == 0)) {
         return 0;
     }
     return ucm_filemap_may_overlap_slow(addr, len);

@@ -26,14 +26,13 @@
  * So before the call, VM_UNMAPPED is raised for the addresses of the
  * removed offsets in every mapping of the file, whichever descriptor the
  * call names (fstat/stat gives the inode): libucm's table of file mappings
- * (ucm_filemap.h) has them, fed by the mmap-family hooks; it falls back to
- * reading /proc/self/maps for a file it knows no mapping of (a mapping made
- * by a raw system call) and rebuilds itself from there when it may be
- * incomplete.  The mappings themselves stay, so after a successful call the
- * same lookup is made and raised again: a registration made meanwhile
- * (between the event and the zap) may hold the old pages, and UCX 1.13's
- * event set has no native truncate event to hang that second invalidation
- * on.
+ * (ucm_filemap.h) has them, fed by the mmap-family hooks; it rebuilds
+ * itself from /proc/self/maps for a file it knows no mapping of (a mapping
+ * made by a raw system call) and when it may be incomplete.  The mappings
+ * themselves stay, so after a successful call the same lookup is made and
+ * raised again: a registration made meanwhile (between the event and the
+ * zap) may hold the old pages, and UCX 1.13's event set has no native
+ * truncate event to hang that second invalidation on.
  *
  * Hook context: no malloc, no lock; nothing is done unless a VM_UNMAPPED
  * handler exists and the call really removes pages.  Not seen: truncation

@@ -408,10 +408,34 @@ TEST_F(Filemap, RawSyscallMappingFound)
     check({range_t((uintptr_t)p, len)},
           [&]() { return ftruncate(fd, (off_t)ps); }, 3,
           {range_t((uintptr_t)p + ps, 3 * ps)});
-    /* learned: the next lookup finds it in the table */
+    /* the rebuild that found it keeps it in the table */
     ASSERT_EQ(0, ftruncate(fd, (off_t)len));
     check({range_t((uintptr_t)p, len)}, [&]() { return ftruncate(fd, 0); }, 4,
           {range_t((uintptr_t)p, len)});
+}
+
+/* A file the table knows, mapped once more by the raw system call: a lookup
+ * trusts the table until it is rebuilt, which a page-removing call on a
+ * file it knows nothing of does (docs/internals-filemap.md). */
+TEST_F(Filemap, RawSyscallMappingOfKnownFileAfterRebuild)
+{
+    const size_t ps = page_size(), len = 4 * ps;
+    int fd = memfd(len), other = memfd(len);
+    char *a, *r;
+
+    ASSERT_TRUE((fd >= 0) && (other >= 0)) << strerror(errno);
+    warm_up();
+    a = map(fd, len);
+    ASSERT_TRUE(a != NULL) << strerror(errno);
+    r = (char *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        fd, 0);
+    ASSERT_NE(MAP_FAILED, (void *)r) << strerror(errno);
+    m_maps.push_back(std::make_pair(r, len));
+    ASSERT_EQ(0, ftruncate(other, 0)); /* not mapped: rebuilds the table */
+    check({range_t((uintptr_t)a, len), range_t((uintptr_t)r, len)},
+          [&]() { return ftruncate(fd, (off_t)(2 * ps)); }, 4,
+          {range_t((uintptr_t)a + 2 * ps, 2 * ps),
+           range_t((uintptr_t)r + 2 * ps, 2 * ps)});
 }
 
 /* ---- the table follows changes of the mappings ---- */
