@@ -16,9 +16,10 @@
 #   contrib/ucx-cuda-module.sh [options]
 #
 #   --src DIR        UCX 1.13.1 source tree, copied (default: Debian's source
-#                    package ucx=1.13.1-1, fetched with apt-get source from
-#                    deb-src twins of the system's deb entries, in a private
-#                    apt directory; the system's apt state is not touched)
+#                    package ucx=1.13.1-1 through apt-get source, with deb-src
+#                    lines derived from the system's apt sources, in a private
+#                    apt directory; the system's apt state is not touched;
+#                    contrib/ucx-source.sh)
 #   --ucm PATH       our libucm.so.0 (default: build/src/ucm/.libs/libucm.so.0)
 #   --workdir DIR    source, builds and logs; kept and reused by the next run
 #                    (default: build-ucx-cuda/ in the tree, git-ignored)
@@ -38,9 +39,10 @@
 # 77 a prerequisite is missing (the reason is printed).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# UCX_VERSION, UCX_DEB_VERSION, ucx_source_fetch (Debian's source package)
+# shellcheck source-path=SCRIPTDIR source=ucx-source.sh
+. "$(dirname "$0")/ucx-source.sh"
 
-readonly UCX_DEB_VERSION=1.13.1-1
-readonly UCX_VERSION=1.13.1
 readonly DEBIAN_UCM=/usr/lib/x86_64-linux-gnu/libucm.so.0
 
 src_dir=""
@@ -97,55 +99,6 @@ t_start=$SECONDS
 
 # --- 1. the source ----------------------------------------------------------
 
-# Debian's source package, with Debian's patches applied (dpkg-source).
-# A small fetch of its own: contrib/ucx-testsuite.sh has the same one inline.
-fetch_debian_source() {
-    local dest=$1 apt=$workdir/apt f opts
-    command -v apt-get >/dev/null && command -v dpkg-source >/dev/null ||
-        skip "no --src, and no apt-get/dpkg-source to fetch Debian's ucx source"
-    opts=(-q -o "Dir::Etc::SourceList=$apt/sources.list"
-        -o "Dir::Etc::SourceParts=$apt/sources.list.d"
-        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache")
-    if [ ! -f "$apt/dl/ucx_$UCX_DEB_VERSION.dsc" ]; then
-        rm -rf "$apt"
-        mkdir -p "$apt/sources.list.d" "$apt/lists/partial" \
-            "$apt/cache/archives/partial" "$apt/dl"
-        # deb-src twins of the deb entries (one-line and deb822 files)
-        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-            [ -f "$f" ] && awk '$1 == "deb" { $1 = "deb-src"; print }' "$f"
-        done >"$apt/sources.list"
-        for f in /etc/apt/sources.list.d/*.sources; do
-            [ -f "$f" ] || continue
-            sed -E 's/^Types:.*/Types: deb-src/' "$f" \
-                >"$apt/sources.list.d/$(basename "$f")"
-        done
-        log "apt-get update (deb-src, private lists in $apt)"
-        apt-get "${opts[@]}" update >"$apt/update.log" 2>&1 ||
-            echo "apt-get update: exit $? (see $apt/update.log)"
-        log "apt-get source --download-only ucx=$UCX_DEB_VERSION"
-        (cd "$apt/dl" && apt-get "${opts[@]}" source --download-only \
-            "ucx=$UCX_DEB_VERSION") >"$apt/source.log" 2>&1 || {
-            tail -3 "$apt/source.log"
-            skip "apt-get source ucx=$UCX_DEB_VERSION failed (no network? see $apt/source.log)"
-        }
-    fi
-    rm -rf "$dest"
-    dpkg-source -x "$apt/dl/ucx_$UCX_DEB_VERSION.dsc" "$dest" \
-        >"$apt/unpack.log" 2>&1 || die "dpkg-source -x failed (see $apt/unpack.log)"
-}
-
-# A tree whose debian/ is not there (Debian's packaging keeps upstream's in
-# debian.upstream/): the files configure.ac names.
-src_fix_debian_dir() {
-    local s=$1 f
-    for f in compat copyright ucx.prerm rules.in control.in changelog.in; do
-        if [ ! -e "$s/debian/$f" ] && [ -e "$s/debian.upstream/$f" ]; then
-            mkdir -p "$s/debian"
-            cp "$s/debian.upstream/$f" "$s/debian/$f"
-        fi
-    done
-}
-
 ucx_src=$workdir/src
 origin=${src_dir:+dir:$(cd "$src_dir" 2>/dev/null && pwd)}
 origin=${origin:-deb:ucx=$UCX_DEB_VERSION}
@@ -156,13 +109,14 @@ if [ "$(cat "$workdir/src.origin" 2>/dev/null)" != "$origin" ] ||
         log "copying $src_dir"
         cp -a "$src_dir" "$ucx_src"
     else
-        fetch_debian_source "$ucx_src"
+        ucx_source_fetch "$ucx_src" "$workdir/apt" || case $? in
+            77) skip "no --src, and $UCX_SOURCE_ERROR" ;;
+            *) die "$UCX_SOURCE_ERROR" ;;
+            esac
     fi
-    grep -q "define(\[ucx_ver_minor\], 13)" "$ucx_src/configure.ac" &&
-        grep -q "define(\[ucx_ver_patch\], 1)" "$ucx_src/configure.ac" ||
-        die "$ucx_src is not UCX $UCX_VERSION"
+    ucx_source_check "$ucx_src" || die "$ucx_src is not UCX $UCX_VERSION"
     [ -f "$ucx_src/src/ucm/cuda/cudamem.c" ] || die "$ucx_src has no src/ucm/cuda/cudamem.c"
-    src_fix_debian_dir "$ucx_src"
+    ucx_source_fix_debian_dir "$ucx_src"
     log "autogen.sh"
     (cd "$ucx_src" && ./autogen.sh) >"$workdir/autogen.log" 2>&1 ||
         die "autogen.sh failed (see $workdir/autogen.log)"

@@ -16,7 +16,8 @@
 #   --src DIR        UCX 1.13.1 source tree (default: Debian's source package
 #                    ucx=1.13.1-1 through apt-get source, with deb-src lines
 #                    derived from the system's apt sources, in a private apt
-#                    directory; the system's apt state is not touched)
+#                    directory; the system's apt state is not touched;
+#                    contrib/ucx-source.sh)
 #   --ucm PATH       our libucm.so.0 (default: build/src/ucm/.libs/libucm.so.0)
 #   --workdir DIR    source, UCX build and logs go there and stay; a rerun
 #                    with the same DIR reuses the build (default: a new
@@ -48,9 +49,10 @@
 # mapping checks of UCX's suite assume an idle machine).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# UCX_VERSION, UCX_DEB_VERSION, ucx_source_fetch (Debian's source package)
+# shellcheck source-path=SCRIPTDIR source=ucx-source.sh
+. "$(dirname "$0")/ucx-source.sh"
 
-readonly UCX_DEB_VERSION=1.13.1-1
-readonly UCX_VERSION=1.13.1
 readonly DEFAULT_FILTER='malloc_hook*:*memtype_hooks*:test_rcache*:*test_memtype_cache*'
 readonly QUICK_FILTER='test_rcache*'
 
@@ -129,95 +131,6 @@ t_start=$SECONDS
 
 # --- 1. the source ------------------------------------------------------
 
-# deb-src copies of the system's "deb" entries (deb822 .sources and
-# one-line .list), limited to the archives that carry libucx0 when apt
-# knows them.
-apt_write_src_entries() {
-    local out=$1 sl sp uris f
-    eval "$(apt-config shell sl Dir::Etc::sourcelist/f sp Dir::Etc::sourceparts/d)"
-    uris=$(apt-cache madison libucx0 2>/dev/null |
-        awk -F'|' -v v="$UCX_DEB_VERSION" '
-            { gsub(/ /, "", $2); split($3, a, " ") }
-            $2 == v { sub(/\/+$/, "", a[1]); print a[1] }' | sort -u | tr '\n' ' ')
-    : >"$out/sources.list"
-    for f in "$sp"/*.sources; do
-        [ -f "$f" ] || continue
-        awk -v uris="$uris" -f "$top/contrib/ucx-testsuite/deb822-src.awk" "$f" \
-            >>"$out/sources.list.d/ucx-src.sources"
-    done
-    for f in "$sl" "$sp"/*.list; do
-        [ -f "$f" ] || continue
-        awk -v uris="$uris" '
-            BEGIN { n = split(uris, want, " ") }
-            $1 != "deb" { next }
-            {
-                i = 2
-                if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-                u = $i; sub(/\/+$/, "", u); ok = (n == 0)
-                for (k = 1; k <= n; k++) if (want[k] == u) ok = 1
-                if (ok) { $1 = "deb-src"; print }
-            }' "$f" >>"$out/sources.list"
-    done
-    [ -s "$out/sources.list" ] || [ -s "$out/sources.list.d/ucx-src.sources" ]
-}
-
-fetch_debian_source() {
-    local aptdir=$workdir/apt dsc
-    command -v apt-get >/dev/null || skip "no --src and no apt-get to fetch Debian's ucx source"
-    dsc=$aptdir/dl/ucx_$UCX_DEB_VERSION.dsc
-    if [ ! -f "$dsc" ]; then
-        rm -rf "$aptdir"
-        mkdir -p "$aptdir/sources.list.d" "$aptdir/lists/partial" \
-            "$aptdir/cache/archives/partial" "$aptdir/dl"
-        apt_write_src_entries "$aptdir" ||
-            skip "no 'deb' entry in the apt configuration to derive deb-src lines from"
-        local opts=(-q -o "Dir::Etc::SourceList=$aptdir/sources.list"
-            -o "Dir::Etc::SourceParts=$aptdir/sources.list.d"
-            -o "Dir::State::Lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache")
-        log "apt-get update (deb-src, private lists in $aptdir)"
-        # A source that cannot be reached only warns; apt-get source says
-        # whether what we need arrived.
-        apt-get "${opts[@]}" update >"$aptdir/update.log" 2>&1 ||
-            echo "apt-get update: exit $? (see $aptdir/update.log)"
-        log "apt-get source --download-only ucx=$UCX_DEB_VERSION"
-        (cd "$aptdir/dl" && apt-get "${opts[@]}" source --download-only \
-            "ucx=$UCX_DEB_VERSION") >"$aptdir/source.log" 2>&1 || {
-            tail -5 "$aptdir/update.log" "$aptdir/source.log" >&2
-            skip "apt-get source ucx=$UCX_DEB_VERSION failed (no network? see above)"
-        }
-    fi
-    local dest=$1
-    rm -rf "$dest"
-    if command -v dpkg-source >/dev/null; then
-        dpkg-source -x "$dsc" "$dest" >"$aptdir/unpack.log" 2>&1 ||
-            die "dpkg-source -x $dsc failed (see $aptdir/unpack.log)"
-    else
-        local tmp=$workdir/unpack p
-        rm -rf "$tmp" && mkdir -p "$tmp"
-        tar -xf "$aptdir/dl/ucx_$UCX_VERSION.orig.tar.xz" -C "$tmp"
-        mv "$tmp/ucx-$UCX_VERSION" "$dest"
-        rm -rf "$dest/debian" && tar -xf "$aptdir/dl/ucx_$UCX_DEB_VERSION.debian.tar.xz" -C "$dest"
-        command -v patch >/dev/null || skip "neither dpkg-source nor patch installed"
-        while read -r p; do
-            case "$p" in '' | '#'*) continue ;; esac
-            patch -d "$dest" -p1 -s --no-backup-if-mismatch <"$dest/debian/patches/$p" || die "debian patch $p"
-        done <"$dest/debian/patches/series"
-        rmdir "$tmp"
-    fi
-}
-
-# The upstream tree refers to debian/ files that Debian's packaging moves
-# to debian.upstream/ (Debian's own patch drops those references).
-src_fix_debian_dir() {
-    local s=$1 f
-    for f in compat copyright ucx.prerm rules.in control.in changelog.in; do
-        if [ ! -e "$s/debian/$f" ] && [ -e "$s/debian.upstream/$f" ]; then
-            mkdir -p "$s/debian"
-            cp "$s/debian.upstream/$f" "$s/debian/$f"
-        fi
-    done
-}
-
 ucx_src=$workdir/src
 origin=${src_dir:+dir:$(cd "$src_dir" && pwd)}
 origin=${origin:-deb:ucx=$UCX_DEB_VERSION}
@@ -227,13 +140,13 @@ if [ "$(cat "$workdir/src.origin" 2>/dev/null)" != "$origin" ] || [ ! -x "$ucx_s
         log "copying $src_dir"
         cp -a "$src_dir" "$ucx_src"
     else
-        fetch_debian_source "$ucx_src"
+        ucx_source_fetch "$ucx_src" "$workdir/apt" || case $? in
+            77) skip "no --src, and $UCX_SOURCE_ERROR" ;;
+            *) die "$UCX_SOURCE_ERROR" ;;
+            esac
     fi
-    if ! grep -q "define(\[ucx_ver_minor\], 13)" "$ucx_src/configure.ac" ||
-        ! grep -q "define(\[ucx_ver_patch\], 1)" "$ucx_src/configure.ac"; then
-        die "$ucx_src is not UCX $UCX_VERSION"
-    fi
-    src_fix_debian_dir "$ucx_src"
+    ucx_source_check "$ucx_src" || die "$ucx_src is not UCX $UCX_VERSION"
+    ucx_source_fix_debian_dir "$ucx_src"
     log "autogen.sh"
     (cd "$ucx_src" && ./autogen.sh) >"$workdir/autogen.log" 2>&1 ||
         die "autogen.sh failed (see $workdir/autogen.log)"

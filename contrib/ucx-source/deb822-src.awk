@@ -1,7 +1,7 @@
 # deb822 apt sources (one stanza per paragraph) in, the deb-src copies of
 # the enabled stanzas whose Types include "deb" out.  With -v uris="U1 U2"
 # only stanzas with one of those URIs (trailing '/' ignored) are kept.
-# Used by contrib/ucx-testsuite.sh.
+# Used by contrib/ucx-source.sh (ucx_source_fetch).
 BEGIN {
     RS = ""
     FS = "\n"

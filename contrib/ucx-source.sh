@@ -1,0 +1,167 @@
+# shellcheck shell=bash disable=SC2034 # UCX_SOURCE_ERROR: read by the caller
+# UCX 1.13.1's source as Debian ships it (source package ucx=1.13.1-1), for
+# the scripts that build parts of stock UCX: contrib/ucx-testsuite.sh and
+# contrib/ucx-cuda-module.sh.  Sourced, not run:
+#
+#   . "$(dirname "$0")/ucx-source.sh"
+#
+# Defines UCX_VERSION (1.13.1) and UCX_DEB_VERSION (1.13.1-1), read-only,
+# and:
+#
+#   ucx_source_fetch DEST APTDIR
+#       Debian's ucx source with Debian's patches applied, unpacked into
+#       DEST (removed first).  APTDIR is a private apt directory: deb-src
+#       copies of the system's "deb" entries (deb822 .sources and one-line
+#       .list files, limited to the archives that carry libucx0
+#       $UCX_DEB_VERSION when apt-cache madison knows them), its own package
+#       lists and cache, and the downloaded files in APTDIR/dl.  The
+#       system's apt state is not touched.  APTDIR is kept: a later call
+#       with the same APTDIR downloads nothing.  Unpacks with dpkg-source -x,
+#       or with tar and patch (debian/patches/series) without dpkg-source.
+#       Returns 0; 77 a prerequisite is missing or the download failed (no
+#       apt-get, neither dpkg-source nor patch, no "deb" entry to derive
+#       deb-src lines from, apt-get source failed); 3 the unpack failed.
+#       UCX_SOURCE_ERROR holds one line saying why (empty on success); the
+#       caller decides whether that skips or fails.  Progress lines
+#       ("--- ...") go to stdout, the tail of apt's logs after a failed
+#       download to stderr.  Does not depend on the caller's set -e.
+#
+#   ucx_source_check DIR
+#       Returns 0 when DIR/configure.ac is UCX $UCX_VERSION's, 1 otherwise.
+#
+#   ucx_source_fix_debian_dir DIR
+#       Copies to DIR/debian/ the files configure.ac names that Debian's
+#       packaging moved to debian.upstream/ (Debian's own patch drops those
+#       references; an upstream autogen.sh still wants them).
+#
+# Helpers: contrib/ucx-source/deb822-src.awk, contrib/ucx-source/list-src.awk.
+
+if [ -z "${UCX_SOURCE_SH_DIR:-}" ]; then
+    UCX_SOURCE_SH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    readonly UCX_SOURCE_SH_DIR
+    readonly UCX_VERSION=1.13.1
+    readonly UCX_DEB_VERSION=1.13.1-1
+fi
+UCX_SOURCE_ERROR=""
+
+# ucx_source_write_entries APTDIR: APTDIR/sources.list and
+# APTDIR/sources.list.d/ucx-src.sources; fails when both are empty.
+ucx_source_write_entries() {
+    local out=$1 sl sp uris f helpers=$UCX_SOURCE_SH_DIR/ucx-source
+    eval "$(apt-config shell sl Dir::Etc::sourcelist/f sp Dir::Etc::sourceparts/d)"
+    uris=$(apt-cache madison libucx0 2>/dev/null |
+        awk -F'|' -v v="$UCX_DEB_VERSION" '
+            { gsub(/ /, "", $2); split($3, a, " ") }
+            $2 == v { sub(/\/+$/, "", a[1]); print a[1] }' | sort -u | tr '\n' ' ')
+    : >"$out/sources.list" || return 1
+    : >"$out/sources.list.d/ucx-src.sources" || return 1
+    for f in "$sp"/*.sources; do
+        [ -f "$f" ] || continue
+        awk -v uris="$uris" -f "$helpers/deb822-src.awk" "$f" \
+            >>"$out/sources.list.d/ucx-src.sources" || return 1
+    done
+    for f in "$sl" "$sp"/*.list; do
+        [ -f "$f" ] || continue
+        awk -v uris="$uris" -f "$helpers/list-src.awk" "$f" \
+            >>"$out/sources.list" || return 1
+    done
+    [ -s "$out/sources.list" ] || [ -s "$out/sources.list.d/ucx-src.sources" ]
+}
+
+# ucx_source_download APTDIR: APTDIR/dl/ucx_$UCX_DEB_VERSION.dsc and the
+# files it names.  Status and UCX_SOURCE_ERROR as ucx_source_fetch.
+ucx_source_download() {
+    local aptdir=$1 opts
+    rm -rf "$aptdir"
+    mkdir -p "$aptdir/sources.list.d" "$aptdir/lists/partial" \
+        "$aptdir/cache/archives/partial" "$aptdir/dl" || {
+        UCX_SOURCE_ERROR="cannot create the apt directory $aptdir"
+        return 3
+    }
+    ucx_source_write_entries "$aptdir" || {
+        UCX_SOURCE_ERROR="no 'deb' entry in the apt configuration to derive deb-src lines from"
+        return 77
+    }
+    opts=(-q -o "Dir::Etc::SourceList=$aptdir/sources.list"
+        -o "Dir::Etc::SourceParts=$aptdir/sources.list.d"
+        -o "Dir::State::Lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache")
+    echo "--- apt-get update (deb-src, private lists in $aptdir)"
+    # A source that cannot be reached only warns; apt-get source says
+    # whether what is needed arrived.
+    apt-get "${opts[@]}" update >"$aptdir/update.log" 2>&1 ||
+        echo "apt-get update: exit $? (see $aptdir/update.log)"
+    echo "--- apt-get source --download-only ucx=$UCX_DEB_VERSION"
+    (cd "$aptdir/dl" && apt-get "${opts[@]}" source --download-only \
+        "ucx=$UCX_DEB_VERSION") >"$aptdir/source.log" 2>&1 || {
+        tail -n 5 "$aptdir/update.log" "$aptdir/source.log" >&2
+        UCX_SOURCE_ERROR="apt-get source ucx=$UCX_DEB_VERSION failed (no network? see $aptdir/source.log)"
+        return 77
+    }
+    [ -f "$aptdir/dl/ucx_$UCX_DEB_VERSION.dsc" ] || {
+        UCX_SOURCE_ERROR="apt-get source left no ucx_$UCX_DEB_VERSION.dsc in $aptdir/dl"
+        return 77
+    }
+}
+
+# ucx_source_unpack_tar DSCDIR DEST TMP: what dpkg-source -x does, with tar
+# and patch.
+ucx_source_unpack_tar() {
+    local dl=$1 dest=$2 tmp=$3 p
+    if ! { rm -rf "$tmp" && mkdir -p "$tmp" &&
+        tar -xf "$dl/ucx_$UCX_VERSION.orig.tar.xz" -C "$tmp" &&
+        mv "$tmp/ucx-$UCX_VERSION" "$dest" &&
+        rm -rf "$dest/debian" &&
+        tar -xf "$dl/ucx_$UCX_DEB_VERSION.debian.tar.xz" -C "$dest" &&
+        rmdir "$tmp"; }; then
+        UCX_SOURCE_ERROR="unpacking ucx_$UCX_VERSION.orig.tar.xz and ucx_$UCX_DEB_VERSION.debian.tar.xz from $dl failed"
+        return 3
+    fi
+    while read -r p; do
+        case "$p" in '' | '#'*) continue ;; esac
+        patch -d "$dest" -p1 -s --no-backup-if-mismatch \
+            <"$dest/debian/patches/$p" || {
+            UCX_SOURCE_ERROR="debian patch $p does not apply"
+            return 3
+        }
+    done <"$dest/debian/patches/series"
+}
+
+ucx_source_fetch() {
+    local dest=$1 aptdir=$2 dsc
+    UCX_SOURCE_ERROR=""
+    command -v apt-get >/dev/null || {
+        UCX_SOURCE_ERROR="no apt-get to fetch Debian's ucx source"
+        return 77
+    }
+    command -v dpkg-source >/dev/null || command -v patch >/dev/null || {
+        UCX_SOURCE_ERROR="neither dpkg-source nor patch installed to unpack Debian's ucx source"
+        return 77
+    }
+    dsc=$aptdir/dl/ucx_$UCX_DEB_VERSION.dsc
+    if [ ! -f "$dsc" ]; then
+        ucx_source_download "$aptdir" || return $?
+    fi
+    rm -rf "$dest"
+    if command -v dpkg-source >/dev/null; then
+        dpkg-source -x "$dsc" "$dest" >"$aptdir/unpack.log" 2>&1 || {
+            UCX_SOURCE_ERROR="dpkg-source -x $dsc failed (see $aptdir/unpack.log)"
+            return 3
+        }
+    else
+        ucx_source_unpack_tar "$aptdir/dl" "$dest" "$aptdir/unpack" || return $?
+    fi
+}
+
+ucx_source_check() {
+    grep -q "define(\[ucx_ver_minor\], 13)" "$1/configure.ac" 2>/dev/null &&
+        grep -q "define(\[ucx_ver_patch\], 1)" "$1/configure.ac"
+}
+
+ucx_source_fix_debian_dir() {
+    local s=$1 f
+    for f in compat copyright ucx.prerm rules.in control.in changelog.in; do
+        if [ ! -e "$s/debian/$f" ] && [ -e "$s/debian.upstream/$f" ]; then
+            mkdir -p "$s/debian" && cp "$s/debian.upstream/$f" "$s/debian/$f" || return 1
+        fi
+    done
+}
