@@ -1119,7 +1119,8 @@ void *alloc_posix_memalign(size_t size)
 
 void *alloc_aligned_alloc(size_t size)
 {
-    return aligned_alloc(4096, size);
+    /* C11: the size is a multiple of the alignment */
+    return aligned_alloc(4096, align_up(size, 4096));
 }
 
 void *alloc_memalign(size_t size)
