@@ -488,7 +488,7 @@ void *ucm_heap_reallocarray(void *mem, size_t nmemb, size_t size)
 
 int ucm_heap_malloc_trim(size_t pad)
 {
-    uintptr_t value, base;
+    uintptr_t value, brk;
     unsigned i;
     int ret;
 
@@ -498,23 +498,28 @@ int ucm_heap_malloc_trim(size_t pad)
     }
     /* it discards the free pages anywhere in every heap, which only glibc
      * knows: every heap range is reported (blocks in use there lose their
-     * registrations too: a cost, not an error) */
+     * registrations too: a cost, not an error).  An arena heap is reported
+     * up to its maximum size: it may grow before the trim runs. */
     ucm_heap_brk_sync();
+    brk = (uintptr_t)__curbrk;
     if (ucm_heap_brk_start != 0) {
-        ucm_heap_report(UCM_EVENT_VM_UNMAPPED, ucm_heap_brk_start,
-                        (uintptr_t)__curbrk);
+        ucm_heap_report(UCM_EVENT_VM_UNMAPPED, ucm_heap_brk_start, brk);
     }
     for (i = 0; ucm_heap_arenas_ok && (i < UCM_HEAP_SLOTS); ++i) {
         value = __atomic_load_n(&ucm_heap_slots[i], __ATOMIC_ACQUIRE);
         if (value != 0) {
-            base = value & ~UCM_HEAP_SLOT_MASK;
-            ucm_heap_report(
-                UCM_EVENT_VM_UNMAPPED, base,
-                base + ((value & UCM_HEAP_SLOT_MASK) * ucm_sys_page_size()));
+            value &= ~UCM_HEAP_SLOT_MASK;
+            ucm_heap_report(UCM_EVENT_VM_UNMAPPED, value,
+                            value + UCM_HEAP_MAX_SIZE);
         }
     }
     ret = UCM_HEAP_ORIG(UCM_HOOK_MALLOC_TRIM, ucm_heap_malloc_trim_func_t)(pad);
+    /* the main heap grown by another thread meanwhile: reported now (late,
+     * but its stale registrations do not survive) */
     ucm_heap_brk_sync();
+    if ((ucm_heap_brk_start != 0) && ((uintptr_t)__curbrk > brk)) {
+        ucm_heap_report(UCM_EVENT_VM_UNMAPPED, brk, (uintptr_t)__curbrk);
+    }
     return ret;
 }
 
