@@ -155,7 +155,8 @@ static UCS_F_ALWAYS_INLINE void ucm_filemap_remapped(void *old_addr,
     }
 }
 
-/* shmat() attached segment shmid of 'size' bytes (page aligned) at addr. */
+/* shmat() attached segment shmid of 'size' bytes (page aligned; 0 if its
+ * size could not be learned) at addr. */
 static UCS_F_ALWAYS_INLINE void ucm_filemap_shm_attached(void *addr,
                                                          size_t size, int shmid)
 {

@@ -454,6 +454,8 @@ void ucm_filemap_shm_attached_slow(uintptr_t addr, size_t size, int shmid)
 
     size = ucm_filemap_page_up(size);
     if (size == 0) {
+        /* IPC_STAT failed: the walk of the next rebuild will tell */
+        __atomic_store_n(&ucm_filemap_incomplete, 1, __ATOMIC_SEQ_CST);
         return;
     }
     ucm_filemap_unmapped((void *)addr, size); /* SHM_REMAP, or stale */

@@ -313,9 +313,11 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
         size               = ucm_shm_size_by_id(shmid);
         event.shmat.result = UCM_HOOK_CALL_ORIG(
             UCM_HOOK_SHMAT, ucm_shmat_func_t, shmid, shmaddr, shmflg);
-        if ((event.shmat.result != (void *)-1) && (size > 0)) {
+        if (event.shmat.result != (void *)-1) {
             saved_errno = errno;
-            ucm_shm_table_add(event.shmat.result, size);
+            if (size > 0) {
+                ucm_shm_table_add(event.shmat.result, size);
+            }
             ucm_filemap_shm_attached(event.shmat.result, size, shmid);
             errno = saved_errno;
         }
@@ -337,8 +339,10 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
         UCM_HOOK_CALL_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t, event.shmat.shmid,
                            event.shmat.shmaddr, event.shmat.shmflg);
     saved_errno = errno;
-    if ((event.shmat.result != (void *)-1) && (size > 0)) {
-        ucm_shm_table_add(event.shmat.result, size);
+    if (event.shmat.result != (void *)-1) {
+        if (size > 0) {
+            ucm_shm_table_add(event.shmat.result, size);
+        }
         ucm_filemap_shm_attached(event.shmat.result, size, event.shmat.shmid);
     }
     ucm_hook_native_after(list, UCM_EVENT_SHMAT, &event);
