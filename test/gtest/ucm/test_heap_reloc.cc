@@ -818,11 +818,11 @@ TEST_F(HeapReloc, ConcurrentTrimSharedArena)
 
 /* Known bug in reloc mode (found by ConcurrentTrimAndRegrow, which now
  * calls malloc_trim only at a barrier there): the malloc_trim() wrapper
- * reports the heaps as they are before the call (the main heap from its
- * start to the break, arena heaps at their last reported sizes), without
- * glibc's locks.  Memory that another thread adds to a heap after that
- * report and frees before glibc's malloc_trim runs is discarded, and never
- * reported.  A VM_UNMAPPED handler holds the trimming thread in its report
+ * reports the heaps before the call (the main heap from its start to the
+ * break, arena heaps up to their maximum size), without glibc's locks.
+ * Main-heap memory that another thread adds after that report and frees
+ * before glibc's malloc_trim runs is discarded, and reported only after the
+ * call.  A VM_UNMAPPED handler holds the trimming thread in its report
  * (as a preemption there would) while this thread grows the main heap. */
 std::atomic<int> trim_stage(0);
 std::atomic<pid_t> trimmer_tid(0);
@@ -874,8 +874,9 @@ TEST_F(HeapReloc, MallocTrimWhileHeapGrowsReported)
                         "lock that this thread's malloc() needs";
     }
     if (!known_bugs()) {
-        GTEST_SKIP() << "known bug: the malloc_trim wrapper misses heap "
-                        "memory added by another thread after its report; "
+        GTEST_SKIP() << "known bug: main-heap memory that another thread "
+                        "adds after the malloc_trim wrapper's report is "
+                        "reported after the trim (late); "
                         "UCM_GTEST_KNOWN_BUGS=1 runs it";
     }
     /* more than all free chunks: the block comes from new heap memory */
