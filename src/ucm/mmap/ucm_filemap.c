@@ -18,7 +18,8 @@
 #define UCM_FILEMAP_SCAN_TRIES 4
 /* Ranges merged before they are passed on. */
 #define UCM_FILEMAP_BATCH 32
-/* Lookups that skip the rebuild after one found the table too small. */
+/* Lookups that skip the rebuild after one found the table too small (and
+ * the compaction after one that could not compact). */
 #define UCM_FILEMAP_FULL_BACKOFF 256
 
 typedef struct {
@@ -32,6 +33,7 @@ typedef struct {
 } ucm_filemap_batch_t;
 
 static unsigned ucm_filemap_full_backoff;
+static unsigned ucm_filemap_compact_backoff;
 static unsigned long long ucm_filemap_dl_seen[2]; /* adds, subs */
 
 /* ---- merged ranges ---- */
@@ -222,10 +224,46 @@ static int ucm_filemap_rebuild(void)
     }
     __atomic_store_n(&ucm_filemap_dl_seen[0], dl[0], __ATOMIC_RELAXED);
     __atomic_store_n(&ucm_filemap_dl_seen[1], dl[1], __ATOMIC_RELAXED);
+    ucm_filemap_hwm_lower();
     __atomic_store_n(&ucm_filemap_gen, gen + 2, __ATOMIC_RELEASE);
     ucm_trace("file mapping table rebuilt from /proc/self/maps (%s)",
               ctx.learn.failed ? "full" : "complete");
     return 1;
+}
+
+static int ucm_filemap_sparse(void)
+{
+    return __atomic_load_n(&ucm_filemap_hwm, __ATOMIC_RELAXED) >
+           (2 * __atomic_load_n(&ucm_filemap_live, __ATOMIC_RELAXED)) + 64;
+}
+
+/* Scans stop at the highest slot in use: after many mappings came and went,
+ * lower that mark (readers walk the maps meanwhile).  Where slots high up
+ * stay in use, try again only after a number of lookups (a rebuild packs
+ * the table anyway). */
+static void ucm_filemap_compact(void)
+{
+    uint64_t gen = __atomic_load_n(&ucm_filemap_gen, __ATOMIC_ACQUIRE);
+    unsigned wait;
+
+    wait = __atomic_load_n(&ucm_filemap_compact_backoff, __ATOMIC_RELAXED);
+    if (wait > 0) {
+        __atomic_store_n(&ucm_filemap_compact_backoff, wait - 1,
+                         __ATOMIC_RELAXED);
+        return;
+    }
+    if (!(gen & 1) &&
+        __atomic_compare_exchange_n(&ucm_filemap_gen, &gen, gen + 1, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+        ucm_filemap_hwm_lower();
+        __atomic_store_n(&ucm_filemap_gen, gen + 2, __ATOMIC_RELEASE);
+        ucm_trace("file mapping table: slots below %u in use",
+                  __atomic_load_n(&ucm_filemap_hwm, __ATOMIC_RELAXED));
+        if (ucm_filemap_sparse()) {
+            __atomic_store_n(&ucm_filemap_compact_backoff,
+                             UCM_FILEMAP_FULL_BACKOFF, __ATOMIC_RELAXED);
+        }
+    }
 }
 
 /* Before a lookup: start keeping the table (the first time), and rebuild it
@@ -252,11 +290,14 @@ static int ucm_filemap_prepare(void)
         }
         return ucm_filemap_rebuild();
     }
+    /* the loader mapped or unmapped objects */
     ucm_filemap_dl_counters(dl);
     if ((dl[0] != __atomic_load_n(&ucm_filemap_dl_seen[0], __ATOMIC_RELAXED)) ||
         (dl[1] != __atomic_load_n(&ucm_filemap_dl_seen[1], __ATOMIC_RELAXED))) {
-        return ucm_filemap_rebuild(); /* the loader mapped or unmapped objects
-                                       */
+        return ucm_filemap_rebuild();
+    }
+    if (ucm_filemap_sparse()) {
+        ucm_filemap_compact();
     }
     return 0;
 }

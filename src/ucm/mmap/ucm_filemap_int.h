@@ -56,6 +56,10 @@ void ucm_filemap_remove(unsigned i, uint64_t word,
 /* Remove every entry (a rebuild). */
 void ucm_filemap_clear(void);
 
+/* Lower the high-water mark to the slots in use; only while the caller
+ * holds ucm_filemap_gen odd (readers do not scan then). */
+void ucm_filemap_hwm_lower(void);
+
 size_t ucm_filemap_page_up(size_t len);
 
 /* Free the slots that threads which do not exist in a fork child were

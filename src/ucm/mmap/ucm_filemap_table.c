@@ -292,6 +292,39 @@ void ucm_filemap_clear(void)
     }
 }
 
+/* Highest slot in use + 1, over slots [0, limit). */
+static unsigned ucm_filemap_used_below(unsigned limit)
+{
+    unsigned i, used = 0;
+
+    for (i = 0; i < limit; ++i) {
+        if ((__atomic_load_n(&ucm_filemap_slots[i].word, __ATOMIC_ACQUIRE) &
+             UCM_FILEMAP_STATE) != UCM_FILEMAP_FREE) {
+            used = i + 1;
+        }
+    }
+    return used;
+}
+
+void ucm_filemap_hwm_lower(void)
+{
+    unsigned hwm  = __atomic_load_n(&ucm_filemap_hwm, __ATOMIC_ACQUIRE);
+    unsigned used = ucm_filemap_used_below(hwm), again;
+
+    if ((used >= hwm) ||
+        !__atomic_compare_exchange_n(&ucm_filemap_hwm, &hwm, used, 0,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+        return;
+    }
+    /* a slot claimed above 'used' after the first pass, before the lower
+     * mark was stored, raised nothing (the old mark covered it) */
+    again = ucm_filemap_used_below(hwm);
+    while ((used < again) &&
+           !__atomic_compare_exchange_n(&ucm_filemap_hwm, &used, again, 0,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+    }
+}
+
 /* ---- feeding ---- */
 
 size_t ucm_filemap_page_up(size_t len)
@@ -385,6 +418,7 @@ void ucm_filemap_unmapped_slow(uintptr_t addr, size_t len)
 void ucm_filemap_remapped_slow(uintptr_t old_addr, size_t old_size,
                                uintptr_t new_addr, size_t new_size, int flags)
 {
+    uint64_t gen = __atomic_load_n(&ucm_filemap_gen, __ATOMIC_ACQUIRE);
     ucm_filemap_entry_t src[UCM_FILEMAP_REMAP_KEYS], e;
     unsigned i, j, hwm, count = 0;
     uintptr_t probe_end;
@@ -418,6 +452,12 @@ void ucm_filemap_remapped_slow(uintptr_t old_addr, size_t old_size,
             src[count].offset = off;
             ++count;
         }
+    }
+    /* a rebuild meanwhile may have taken the source's entry away before its
+     * walk saw the new place: rebuild again at the next lookup */
+    if ((gen & 1) ||
+        (__atomic_load_n(&ucm_filemap_gen, __ATOMIC_ACQUIRE) != gen)) {
+        __atomic_store_n(&ucm_filemap_incomplete, 1, __ATOMIC_SEQ_CST);
     }
 
     if (new_addr == old_addr) {
