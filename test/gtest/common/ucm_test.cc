@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -120,6 +121,25 @@ bool hooks_available(std::string *reason)
         *reason = why;
     }
     return state > 0;
+}
+
+void release_free_memory(bool glibc)
+{
+    typedef void (*release_fn_t)(void);
+    typedef int (*mallctl_fn_t)(const char *, void *, size_t *, void *, size_t);
+    release_fn_t release = reinterpret_cast<release_fn_t>(
+        dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+    mallctl_fn_t mallctl =
+        reinterpret_cast<mallctl_fn_t>(dlsym(RTLD_DEFAULT, "mallctl"));
+
+    if (release != NULL) {
+        release(); /* tcmalloc */
+    } else if (mallctl != NULL) {
+        /* jemalloc: purge every arena (MALLCTL_ARENAS_ALL) */
+        mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+    } else if (glibc) {
+        malloc_trim(0);
+    }
 }
 
 bool malloc_is_glibc(std::string *owner)

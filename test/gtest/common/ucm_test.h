@@ -54,6 +54,11 @@ bool hooks_available(std::string *reason);
  * valgrind's replacement); 'owner' names the object that provides malloc. */
 bool malloc_is_glibc(std::string *owner = NULL);
 
+/* Ask the allocator to give free memory back to the system now: tcmalloc's
+ * ReleaseFreeMemory, jemalloc's purge of every arena, or (glibc true)
+ * malloc_trim(0). */
+void release_free_memory(bool glibc);
+
 /* ---- memory probes ---- */
 
 /* Frame of the page at addr, 0 if not present or not mapped.  Reads

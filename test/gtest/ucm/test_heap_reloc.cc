@@ -288,26 +288,6 @@ class HeapReloc : public ucmt::test
         ucmt::test::TearDown();
     }
 
-    /* Ask the allocator to give free memory back to the system now. */
-    void release_free_memory()
-    {
-        typedef void (*release_fn_t)(void);
-        typedef int (*mallctl_fn_t)(const char *, void *, size_t *, void *,
-                                    size_t);
-        release_fn_t release = reinterpret_cast<release_fn_t>(
-            dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
-        mallctl_fn_t mallctl =
-            reinterpret_cast<mallctl_fn_t>(dlsym(RTLD_DEFAULT, "mallctl"));
-
-        if (release != NULL) {
-            release(); /* tcmalloc */
-        } else if (mallctl != NULL) {
-            mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* jemalloc */
-        } else if (m_glibc) {
-            malloc_trim(0);
-        }
-    }
-
     bool m_glibc = false;
     std::string m_owner;
 };
@@ -1212,7 +1192,7 @@ TEST_F(HeapReloc, CallocAndAlignedReported)
         ASSERT_GT(watch_inside(p, size), 0u);
         oracle::arm();
         free(p);
-        release_free_memory();
+        release_free_memory(m_glibc);
         oracle_stats s = oracle::check();
         record(s, c.name);
         UCMT_EXPECT_COVERED(s);

@@ -52,27 +52,6 @@ class Allocator : public ucmt::test
         return oracle::watch((void *)first, last - first);
     }
 
-    /* Ask the allocator to give free memory back to the system now. */
-    void release_free_memory()
-    {
-        typedef void (*release_fn_t)(void);
-        typedef int (*mallctl_fn_t)(const char *, void *, size_t *, void *,
-                                    size_t);
-        release_fn_t release = reinterpret_cast<release_fn_t>(
-            dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
-        mallctl_fn_t mallctl =
-            reinterpret_cast<mallctl_fn_t>(dlsym(RTLD_DEFAULT, "mallctl"));
-
-        if (release != NULL) {
-            release(); /* tcmalloc */
-        } else if (mallctl != NULL) {
-            /* jemalloc: purge every arena (MALLCTL_ARENAS_ALL) */
-            mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
-        } else if (m_glibc) {
-            malloc_trim(0);
-        }
-    }
-
     bool m_glibc = false;
     std::string m_owner;
 };
@@ -88,7 +67,7 @@ TEST_F(Allocator, FreeLargeBlockReported)
     ASSERT_GT(watch_inside(b, size), 0u);
     oracle::arm();
     free(b);
-    release_free_memory();
+    release_free_memory(m_glibc);
     oracle_stats s = oracle::check();
     record(s);
     UCMT_EXPECT_COVERED(s);
@@ -138,7 +117,7 @@ TEST_F(Allocator, ReallocMoveReported)
     ASSERT_GT(watch_inside(a, size), 0u);
     oracle::arm();
     char *b = (char *)realloc(a, 4 * size);
-    release_free_memory(); /* the old block, if it was copied */
+    release_free_memory(m_glibc); /* the old block, if it was copied */
     oracle_stats s = oracle::check();
     record(s);
     ASSERT_TRUE(b != NULL);
