@@ -100,28 +100,11 @@ t_start=$SECONDS
 # --- 1. the source ----------------------------------------------------------
 
 ucx_src=$workdir/src
-origin=${src_dir:+dir:$(cd "$src_dir" 2>/dev/null && pwd)}
-origin=${origin:-deb:ucx=$UCX_DEB_VERSION}
-if [ "$(cat "$workdir/src.origin" 2>/dev/null)" != "$origin" ] ||
-    [ ! -x "$ucx_src/configure" ]; then
-    rm -rf "$ucx_src" "$workdir/obj" "$workdir/src.origin"
-    if [ -n "$src_dir" ]; then
-        log "copying $src_dir"
-        cp -a "$src_dir" "$ucx_src"
-    else
-        ucx_source_fetch "$ucx_src" "$workdir/apt" || case $? in
-            77) skip "no --src, and $UCX_SOURCE_ERROR" ;;
-            *) die "$UCX_SOURCE_ERROR" ;;
-            esac
-    fi
-    ucx_source_check "$ucx_src" || die "$ucx_src is not UCX $UCX_VERSION"
-    [ -f "$ucx_src/src/ucm/cuda/cudamem.c" ] || die "$ucx_src has no src/ucm/cuda/cudamem.c"
-    ucx_source_fix_debian_dir "$ucx_src"
-    log "autogen.sh"
-    (cd "$ucx_src" && ./autogen.sh) >"$workdir/autogen.log" 2>&1 ||
-        die "autogen.sh failed (see $workdir/autogen.log)"
-    echo "$origin" >"$workdir/src.origin"
-fi
+ucx_source_prepare "$workdir" "$src_dir" "$workdir/obj" || case $? in
+    77) skip "no --src, and $UCX_SOURCE_ERROR" ;;
+    *) die "$UCX_SOURCE_ERROR" ;;
+    esac
+[ -f "$ucx_src/src/ucm/cuda/cudamem.c" ] || die "$ucx_src has no src/ucm/cuda/cudamem.c"
 t_src=$SECONDS
 
 # --- 2. the fake toolkit and UCX's libucm, libucs and libucm_cuda -------------

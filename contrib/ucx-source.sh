@@ -165,3 +165,41 @@ ucx_source_fix_debian_dir() {
         fi
     done
 }
+
+# ucx_source_prepare WORKDIR SRC_DIR [STALE...]
+#     WORKDIR/src ready to configure: kept when WORKDIR/src.origin says it
+#     came from the same place (SRC_DIR, or Debian's package when SRC_DIR is
+#     empty), else made again (copied from SRC_DIR or fetched; checked to be
+#     UCX $UCX_VERSION; debian/ mended; autogen.sh, log in
+#     WORKDIR/autogen.log), with STALE (the caller's build directories)
+#     removed first.  Returns as ucx_source_fetch; 3 also for a failed copy,
+#     a tree that is not UCX $UCX_VERSION, or autogen.sh failing.
+ucx_source_prepare() {
+    local workdir=$1 src_dir=$2 src=$1/src origin rc
+    shift 2
+    origin=${src_dir:+dir:$(cd "$src_dir" 2>/dev/null && pwd)}
+    origin=${origin:-deb:ucx=$UCX_DEB_VERSION}
+    UCX_SOURCE_ERROR=""
+    if [ "$(cat "$workdir/src.origin" 2>/dev/null)" = "$origin" ] &&
+        [ -x "$src/configure" ]; then
+        return 0
+    fi
+    rm -rf "$src" "$workdir/src.origin" "$@"
+    if [ -n "$src_dir" ]; then
+        echo "--- copying $src_dir"
+        cp -a "$src_dir" "$src" ||
+            { UCX_SOURCE_ERROR="cannot copy $src_dir"; return 3; }
+    else
+        ucx_source_fetch "$src" "$workdir/apt"
+        rc=$?
+        [ $rc -eq 0 ] || return $rc
+    fi
+    ucx_source_check "$src" ||
+        { UCX_SOURCE_ERROR="$src is not UCX $UCX_VERSION"; return 3; }
+    ucx_source_fix_debian_dir "$src" ||
+        { UCX_SOURCE_ERROR="cannot mend $src/debian"; return 3; }
+    echo "--- autogen.sh"
+    (cd "$src" && ./autogen.sh) >"$workdir/autogen.log" 2>&1 ||
+        { UCX_SOURCE_ERROR="autogen.sh failed (see $workdir/autogen.log)"; return 3; }
+    echo "$origin" >"$workdir/src.origin"
+}
