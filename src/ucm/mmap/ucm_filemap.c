@@ -523,8 +523,8 @@ static void ucm_filemap_range_from_maps(uintptr_t addr, uintptr_t end,
     }
 }
 
-void ucm_filemap_report_range(uintptr_t addr, size_t len, ucm_filemap_cb_t cb,
-                              void *arg)
+void ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
+                              ucm_filemap_cb_t cb, void *arg)
 {
     size_t page           = ucm_sys_page_size();
     ucm_filemap_batch_t b = {.cb = cb, .arg = arg, .count = 0};
@@ -536,10 +536,11 @@ void ucm_filemap_report_range(uintptr_t addr, size_t len, ucm_filemap_cb_t cb,
         return;
     }
     b.rebuilt = ucm_filemap_prepare();
-    if (ucm_filemap_range_from_table(addr, end, &b, b.rebuilt)) {
+    if (ucm_filemap_range_from_table(addr, end, &b,
+                                     b.rebuilt || !gaps_matter)) {
         goto out;
     }
-    if (!b.rebuilt) {
+    if (!b.rebuilt && gaps_matter) {
         b.rebuilt = 1;
         if (ucm_filemap_rebuild() &&
             ucm_filemap_range_from_table(addr, end, &b, 1)) {

@@ -74,9 +74,12 @@ void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
                              uint64_t hi, ucm_filemap_cb_t cb, void *arg);
 
 /* The same for the file pages that [addr, addr + len) maps: every mapping of
- * those file offsets, this range included. */
-void ucm_filemap_report_range(uintptr_t addr, size_t len, ucm_filemap_cb_t cb,
-                              void *arg);
+ * those file offsets, this range included.  'gaps_matter': a part of the
+ * range that the table has no entry for may be a file mapping made behind
+ * libucm's back (rebuild the table to know), rather than anonymous memory
+ * the call does not concern (MADV_REMOVE applies to file mappings only). */
+void ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
+                              ucm_filemap_cb_t cb, void *arg);
 
 /* ---- feeding (the hooks, after a successful call) ---- */
 

@@ -281,9 +281,9 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     file_wide = (list->events & UCM_EVENT_VM_UNMAPPED) &&
                 ucm_madvise_file_wide(event.madvise.advice);
     if (file_wide) {
-        ucm_filemap_report_range((uintptr_t)event.madvise.addr,
-                                 event.madvise.length, ucm_madvise_report,
-                                 list);
+        ucm_filemap_report_range(
+            (uintptr_t)event.madvise.addr, event.madvise.length,
+            event.madvise.advice == MADV_REMOVE, ucm_madvise_report, list);
     }
     event.madvise.result = UCM_HOOK_CALL_ORIG(
         UCM_HOOK_MADVISE, ucm_madvise_func_t, event.madvise.addr,
@@ -292,9 +292,9 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     if (file_wide && (event.madvise.result == 0)) {
         /* as for truncation: a registration made between the event and
          * the removal holds the old pages */
-        ucm_filemap_report_range((uintptr_t)event.madvise.addr,
-                                 event.madvise.length, ucm_madvise_report,
-                                 list);
+        ucm_filemap_report_range(
+            (uintptr_t)event.madvise.addr, event.madvise.length,
+            event.madvise.advice == MADV_REMOVE, ucm_madvise_report, list);
     }
     ucm_hook_native_after(list, UCM_EVENT_MADVISE, &event);
     ucm_hook_leave(saved_errno);
