@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,17 @@ void *map_anon(size_t len);
 /* An address range that is free: reserved and released with the original
  * functions (no events).  Nothing else should map there immediately. */
 void *free_range(size_t len);
+
+/* An address range: start and length in bytes. */
+typedef std::pair<uintptr_t, size_t> range_t;
+
+/* Fault back in every page of [addr, addr+len) outside 'removed'.  Taking
+ * the pages out of a large folio that straddles the removed range unmaps
+ * the whole folio for a moment (split) or zeroes in place: the kept pages
+ * keep their frames, but pagemap shows them absent until the next fault.
+ * A kept page with another frame after this is a real change. */
+void refault_kept(uintptr_t addr, size_t len,
+                  const std::vector<range_t> &removed);
 
 /* ---- the page oracle (one at a time; tests run sequentially) ---- */
 
@@ -186,6 +198,21 @@ class test : public ::testing::Test
 
     /* Logs the oracle statistics (as test properties and on stdout). */
     void record(const oracle_stats &s, const char *what = "oracle");
+
+    /* Pages removed from mappings (truncation, hole punching, madvise):
+     * touch and watch every range of 'watched', run 'op' (which must return
+     * 0), then check that 'changed' pages lost their frame (exactly, or at
+     * most unless 'exact'), every one of them reported first, and that the
+     * distinct VM_UNMAPPED ranges of this thread over the watched ranges
+     * are 'expected', each delivered once before and once after the call
+     * when 'twice'.  With 'refault_kept', the watched pages outside
+     * 'expected' are faulted back in after the call (a large folio split
+     * around the removed pages leaves them absent from pagemap until then,
+     * with their frames unchanged). */
+    void check_removal(const std::vector<range_t> &watched,
+                       const std::function<int()> &op, size_t changed,
+                       const std::vector<range_t> &expected, bool exact,
+                       bool twice, bool refault_kept);
 
   private:
     bool m_handler_set = false;

@@ -36,8 +36,6 @@ namespace
 
 using namespace ucmt;
 
-typedef std::pair<uintptr_t, size_t> range_t;
-
 class Filemap : public ucmt::test
 {
   protected:
@@ -111,50 +109,12 @@ class Filemap : public ucmt::test
         return v;
     }
 
-    /* Touch and watch 'watched', run op; then: 'changed' pages lost their
-     * frame (at most, unless exact), every one of them reported first, and
-     * the distinct VM_UNMAPPED ranges of this thread over the watched
-     * mappings are 'expected'; with 'twice', each came before and after
-     * the call. */
+    /* exactly 'changed' pages; each range twice unless told otherwise */
     void check(const std::vector<range_t> &watched,
                const std::function<int()> &op, size_t changed,
                const std::vector<range_t> &expected, bool twice = true)
     {
-        std::set<range_t> want(expected.begin(), expected.end()), got;
-        std::map<range_t, int> count;
-        size_t i, pages = 0;
-
-        oracle::reset();
-        for (i = 0; i < watched.size(); ++i) {
-            touch((void *)watched[i].first, watched[i].second);
-            no_thp((void *)watched[i].first, watched[i].second);
-            pages += oracle::watch((void *)watched[i].first, watched[i].second);
-        }
-        ASSERT_GT(pages, 0u);
-        oracle::arm();
-        ASSERT_EQ(0, op()) << strerror(errno);
-        oracle_stats s = oracle::check();
-        record(s);
-        EXPECT_EQ(changed, s.changed) << s.str();
-        UCMT_EXPECT_COVERED(s);
-        for (i = 0; i < watched.size(); ++i) {
-            std::vector<event_record> ev =
-                oracle::events(UCM_EVENT_VM_UNMAPPED, (void *)watched[i].first,
-                               watched[i].second, tid());
-            for (size_t j = 0; j < ev.size(); ++j) {
-                range_t r(ev[j].addr, ev[j].len);
-                got.insert(r);
-                ++count[r];
-            }
-        }
-        EXPECT_EQ(want, got) << "VM_UNMAPPED ranges differ from the removed "
-                                "pages' addresses";
-        for (std::set<range_t>::const_iterator it = want.begin();
-             twice && (it != want.end()); ++it) {
-            EXPECT_EQ(2, count[*it])
-                << "range 0x" << std::hex << it->first << "+0x" << it->second
-                << ": expected once before and once after the call";
-        }
+        check_removal(watched, op, changed, expected, true, twice, false);
     }
 
     /* a truncation of another mapped memfd: the table is in use from now */

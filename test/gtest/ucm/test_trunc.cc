@@ -27,28 +27,6 @@ namespace
 
 using namespace ucmt;
 
-typedef std::pair<uintptr_t, size_t> range_t;
-
-/* Fault back in every page of [addr, addr+len) outside 'removed'.  Taking
- * the pages out of a large folio that straddles the removed range unmaps
- * the whole folio for a moment (split) or zeroes in place: the kept pages
- * keep their frames, but pagemap shows them absent until the next fault.
- * A kept page with another frame after this is a real change. */
-static void refault_kept(uintptr_t addr, size_t len,
-                         const std::vector<range_t> &removed)
-{
-    for (uintptr_t a = addr; a < addr + len; a += page_size()) {
-        bool kept = true;
-        for (size_t i = 0; i < removed.size(); ++i) {
-            kept = kept && !((a >= removed[i].first) &&
-                             (a < removed[i].first + removed[i].second));
-        }
-        if (kept) {
-            readable((void *)a);
-        }
-    }
-}
-
 class Trunc : public ucmt::test
 {
   protected:
@@ -135,57 +113,12 @@ class Trunc : public ucmt::test
         return (char *)p;
     }
 
-    /* Touch and watch every mapping in 'watched', run op, and check:
-     * 'changed' pages lost their frame, all of them reported first, and
-     * the VM_UNMAPPED events of this thread over the watched mappings are
-     * exactly 'expected' (each once before and once after the call). */
+    /* every change reported twice; kept pages faulted back in */
     void run_and_check(const std::vector<range_t> &watched,
                        const std::function<int()> &op, size_t changed,
                        const std::vector<range_t> &expected, bool exact = true)
     {
-        std::set<range_t> want(expected.begin(), expected.end()), got;
-        std::map<range_t, int> count;
-        size_t i, pages = 0;
-
-        oracle::reset();
-        for (i = 0; i < watched.size(); ++i) {
-            touch((void *)watched[i].first, watched[i].second);
-            no_thp((void *)watched[i].first, watched[i].second);
-            pages += oracle::watch((void *)watched[i].first, watched[i].second);
-        }
-        ASSERT_GT(pages, 0u);
-        oracle::arm();
-        ASSERT_EQ(0, op()) << strerror(errno);
-        for (i = 0; i < watched.size(); ++i) {
-            refault_kept(watched[i].first, watched[i].second, expected);
-        }
-        oracle_stats s = oracle::check();
-        record(s);
-        if (exact) {
-            EXPECT_EQ(changed, s.changed) << s.str();
-        } else {
-            EXPECT_LE(s.changed, changed) << s.str();
-        }
-        UCMT_EXPECT_COVERED(s);
-        for (i = 0; i < watched.size(); ++i) {
-            std::vector<event_record> ev =
-                oracle::events(UCM_EVENT_VM_UNMAPPED, (void *)watched[i].first,
-                               watched[i].second, tid());
-            for (size_t j = 0; j < ev.size(); ++j) {
-                range_t r(ev[j].addr, ev[j].len);
-                got.insert(r);
-                ++count[r];
-            }
-        }
-        EXPECT_EQ(want, got) << "VM_UNMAPPED ranges differ from the removed "
-                                "pages' addresses";
-        for (std::set<range_t>::const_iterator it = want.begin();
-             it != want.end(); ++it) {
-            EXPECT_EQ(2, count[*it])
-                << "range 0x" << std::hex << it->first << "+0x" << it->second
-                << ": expected once before and once "
-                << "after the call";
-        }
+        check_removal(watched, op, changed, expected, exact, true, true);
     }
 
     /* shrink a shared mapping of fd (8 pages) to 3 pages + 100 bytes:
