@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerate the autotools build system (configure, Makefile.in).
 set -e
 cd "$(dirname "$0")"

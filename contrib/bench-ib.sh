@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-ib.sh - IB benchmark of uct_perftest (our RC verbs transport) against
 # Debian's perftest (ib_write_bw, ib_write_lat, ib_read_bw, ib_send_lat) and
 # Debian's stock UCX ucx_perftest, on the same soft-RoCE device, in one VM

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Registration-heavy stock workload (Debian's Open MPI 4.1, pml/ucx over
 # rc_verbs on soft-RoCE) with and without this project's registration cache:
 # test/mpi/mpi_reg_bench sends 1 MiB messages from a ring of 8 buffers that

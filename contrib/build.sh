@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Configure and build into a build directory (default: build).
 #   contrib/build.sh [BUILD_DIR] [configure args...]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # One command on a fresh Debian bookworm machine: install the packages, build,
 # then show the hooks at work: the live event self-test of ucm_info and the
 # hook benchmark table (ours vs no hooks vs Debian's UCX 1.13 libucm), the cost of

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Install the Debian bookworm packages the build, the tests and the
 # benchmarks need.  Idempotent; needs root (or sudo).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole test suite: what CI runs (.ci/run) and what the README tells
 # users to run.
 #

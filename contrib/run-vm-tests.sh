@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Run the tests that need a verbs device inside one soft-RoCE VM boot
 # (contrib/rxe-vm/rxe-vm.sh): every contrib/vm-tests/NN-*.sh in order.
 #

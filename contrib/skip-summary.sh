@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What 'make check' skipped in a build tree, and why: every googletest case
 # reported SKIPPED (with the reason its GTEST_SKIP printed), every sub-case
 # a test printed as "SKIP ...", and every test program that exited 77, one

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX 1.13.1's GPU memory-type module, libucm_cuda.so, on our libucm.so.0.
 #
 # A GPU build of stock UCX ships ucx/libucm_cuda.so.0: UCX's libucm loads it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash disable=SC2034 # UCX_SOURCE_ERROR: read by the caller
 # UCX 1.13.1's source as Debian ships it (source package ucx=1.13.1-1), for
 # the scripts that build parts of stock UCX: contrib/ucx-testsuite.sh and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX 1.13.1's own googletest cases of libucm (malloc_hook*, memtype_hooks),
 # of the registration cache (test_rcache*) and of the memory-type cache
 # (test_memtype_cache*), run in both hook modes first on the libucm of a

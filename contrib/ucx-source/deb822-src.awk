@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # deb822 apt sources (one stanza per paragraph) in, the deb-src copies of
 # the enabled stanzas whose Types include "deb" out.  With -v uris="U1 U2"
 # only stanzas with one of those URIs (trailing '/' ignored) are kept.

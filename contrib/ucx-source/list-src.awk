@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # One-line apt sources ("deb [options] URI suite components") in, their
 # deb-src copies out; comments and deb-src lines are dropped.  With
 # -v uris="U1 U2" only lines with one of those URIs (trailing '/' ignored)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # A googletest log in, one line out: where the first assertion failed and
 # what it printed (up to five lines), and how many more failures followed.
 # Used by contrib/ucx-testsuite.sh.

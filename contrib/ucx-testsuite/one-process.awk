@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The log of one googletest process that ran many cases in, one line per
 # expected case out: "CASE<TAB>RESULT<TAB>DETAIL", RESULT passed, skipped,
 # failed, died (the process ended inside it) or notrun.

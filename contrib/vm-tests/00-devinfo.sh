@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sanity: the soft-RoCE device is there and active.
 set -euo pipefail
 ibv_devinfo -d "$RXE_VM_DEV" | grep -q PORT_ACTIVE

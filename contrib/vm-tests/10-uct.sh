@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Verbs memory domain and RC transport tests (test/uct/gtest_uct) on the
 # VM's soft-RoCE device, then the registration benchmark.
 #   bash 10-uct.sh TOP BUILD_DIR      (run by contrib/run-vm-tests.sh)

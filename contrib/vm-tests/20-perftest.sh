@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # uct_perftest smoke test inside the soft-RoCE VM (contrib/run-vm-tests.sh):
 # every test type runs once as server + client over TCP loopback on
 # $RXE_VM_DEV:1 with a few iterations, under its own timeout.  Asserts the

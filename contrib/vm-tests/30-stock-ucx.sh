@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's ucx_perftest (UCT put_bw, zero-copy, rc_verbs on the soft-RoCE
 # device; server and client in this VM, TCP exchange on loopback) on our
 # libucm.so.0 (contrib/ucm-run), with proof through our libucm (UCM_STATS=y,

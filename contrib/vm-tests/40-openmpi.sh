@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Open MPI 4.1 (Debian, pml/ucx, UCX over rc_verbs on the soft-RoCE device)
 # sending from memory that was released and replaced at the same address
 # (test/mpi/mpi_vm_reuse: munmap, free, mremap, shmdt, brk variants).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # vm-kernel: new
 # vm-mtu: 9000
 # On-demand paging end to end (test/uct/test_uct_odp.cc), on the newer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's registration-cache ABI, as a stock program sees it: this file
  * is compiled against Debian's headers (/usr/include/ucs) and linked with

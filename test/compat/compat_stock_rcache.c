@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Stock UCX 1.13's registration cache (libucs from Debian) running on our
  * libucm (LD_PRELOAD): a region registered through the cache must be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Two libucm's in one process: stock UCX 1.13's (loaded first, with its
  * libucs, as a UCX application has it) and ours (dlopen'ed by path later),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every libucm symbol a UCX 1.13.1 component imports, resolved against our
  * libucm.  Compiled against Debian's <ucm/api/ucm.h> (no -I of our src/) and

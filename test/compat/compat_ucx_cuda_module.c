@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's GPU memory-type module (libucm_cuda.so, built from UCX's
  * source against the test-only fake CUDA toolkit, test/compat/fakecuda-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA calls from a library of their own; see compat_ucx_cuda_user.h.
  * Built against the test-only fake CUDA toolkit (test/compat/fakecuda-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The CUDA calls of compat_ucx_cuda_module, made from a library of their
  * own (compat_ucx_cuda_user.c) as an application's library makes them: its

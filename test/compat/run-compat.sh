@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Test driver: runs one compatibility test against our libucm and Debian's
 # stock UCX 1.13.  Usage: run-compat.sh TEST  (from 'make check').
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Entry point of the libucm test suite.  "gtest_ucm --ucm-child=NAME" runs
  * one child scenario (used by tests that need a fresh process with other

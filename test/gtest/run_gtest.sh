@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Run the libucm test binary in one configuration.
 #   run_gtest.sh FILE.mode [gtest options]
 # FILE.mode sets HOOK_MODE (value of UCX_MEM_MMAP_HOOK_MODE) and PRELOAD

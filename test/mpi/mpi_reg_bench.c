@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_reg_bench: a registration-heavy MPI workload, for comparing
  * registration caches (contrib/bench-stock-rcache.sh; not run by make check

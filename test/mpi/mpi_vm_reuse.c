@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mpi_vm_reuse: does an MPI library (Open MPI, pml/ucx) send the CURRENT
  * contents of a buffer whose memory was released and replaced at the same

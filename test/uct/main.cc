@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gtest_uct entry point.  Transparent huge pages are off for the process
  * (khugepaged would move pages without an unmap and fool the page-frame

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * End-to-end data oracle for page-cache truncation: a shared mapping X of a
  * memfd is registered through the cache and written by the NIC; then the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * End-to-end oracle with the userfaultfd monitor (UCX_MEM_UFFD): the memory
  * at X is replaced by system calls no hook sees (syscall(SYS_munmap) +

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registrations across fork(): the parent keeps using its cached
  * registration after fork and after writing to the buffer (the kernel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory domain: query, keys, bad input, registration method fallback,
  * clear errors (mapping protection, RLIMIT_MEMLOCK, missing device).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * On-demand paging, end to end through the NIC (oracle: the bytes that
  * arrive).  A HELD memory handle of X is used across a change of the

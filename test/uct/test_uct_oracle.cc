@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The end-to-end oracle: register through the cache, move data through the
  * NIC, verify; release the memory and get new memory at the SAME virtual

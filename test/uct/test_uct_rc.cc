@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * RC transport over the device, two endpoints of one interface connected to
  * each other: data moved by put/get/am zcopy is read back and compared.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fixtures of gtest_uct (see uct_fixture.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fixtures of gtest_uct: an md on the verbs device of the test machine
  * (RXE_VM_DEV, else the first active port; the tests skip when there is no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_ib_bench_reg: cost of registering fresh (never touched) memory, one
  * thread vs UCX_IB_REG_MT_THRESH (pages faulted in by several threads before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Tiny module that ucm_bench_hooks dlopen()s and dlclose()s in a loop.  It
  * imports mmap/munmap so that reloc-mode hooks have GOT slots to patch in it,

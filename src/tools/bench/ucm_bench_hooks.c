@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucm_bench_hooks: cost of the memory hooks of this libucm, compared with no
  * hooks at all and with the stock UCX 1.13 libucm, measured in one run.

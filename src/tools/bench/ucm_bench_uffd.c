@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Cost of the userfaultfd monitor (UCX_MEM_UFFD), measured in one process
  * and one run so that the ratios compare like with like:

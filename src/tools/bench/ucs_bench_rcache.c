@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucs_bench_rcache: registration cache speed, ours against Debian's stock
  * UCX 1.13 rcache and against no cache (register on every use), with the

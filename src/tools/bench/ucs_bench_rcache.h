@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What ucs_bench_rcache.c and ucs_bench_rcache_stock.c share (the latter is
  * compiled against Debian's UCX headers, so nothing here names a UCX type).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucs_bench_rcache's cache creation for the stock-ABI column, compiled
  * against Debian's UCX 1.13 headers (/usr/include/ucs), not this project's:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucm_info: what the memory hooks of this process would do, and whether they
  * work.  Like ucx_info, for the UCX_MEM_* part.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest internals: parameters, TCP exchange, result reporting and the
  * test runner over the RC verbs transport (src/uct/ib).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest resources: open the device, the RC interface and endpoint,
  * register the buffer, exchange addresses and keys with the peer over the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest run context: the transport resources of one side (MD, RC
  * iface and endpoint, registered buffer, the peer's buffer and key) and the

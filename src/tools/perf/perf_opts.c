@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest command line: the ucx_perftest options this tool implements,
  * a clear error (exit 2) for the ones it does not.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest results: per-iteration timing, percentile, and the table or
  * CSV lines in the layout of ucx_perftest (MB = 2^20 bytes, usec per

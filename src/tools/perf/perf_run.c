@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest test loops.  The client times every iteration; the server is
  * the passive side of one-sided tests (it waits on the TCP connection: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest out-of-band exchange: one blocking TCP connection between
  * the server and the client (parameters, addresses, keys, barriers).

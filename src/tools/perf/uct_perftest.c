@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest: ucx_perftest-compatible benchmark of the RC verbs transport
  * (src/uct/ib).  "uct_perftest" is the server; "uct_perftest HOST -t TEST

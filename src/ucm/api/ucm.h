@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCM: memory-event hooks.  Public API and ABI of UCX 1.13's ucm/api/ucm.h,
  * so that a stock UCX or Open MPI built against UCX 1.13 runs on this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The part of UCX 1.13.1's libucm ABI that is not in ucm/api/ucm.h.
  *

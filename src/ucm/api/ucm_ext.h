@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Extensions of this libucm beyond UCX 1.13's API (additions only; nothing
  * of ucm.h changes).  Used by the info tool, the benchmark and the tests.

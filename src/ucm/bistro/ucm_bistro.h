@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bistro mode: patch the entry of a libc function so that every call to it,
  * including glibc's own internal calls, reaches our hook.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * x86_64 entry patching; see ucm_bistro.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's ucm_bistro_patch/restore on libucm's entry patcher; see
  * ucm/api/ucm_compat.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Calls that another libucm makes to its own internals; see
  * ucm_compat_int.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's event internals on libucm's dispatch: event sections, direct
  * dispatch and the installers of UCX's modules; see ucm/api/ucm_compat.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Internal glue between libucm's event code and the UCX 1.13.1 ABI layer
  * (see ucm/api/ucm_compat.h).  Not for hook context: these run from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's __ucm_log, ucm_get_page_size and ucm_library_init on
  * libucm's own log and system layer; see ucm/api/ucm_compat.h.

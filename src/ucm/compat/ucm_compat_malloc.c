@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's malloc-state functions over glibc's malloc; see
  * ucm/api/ucm_compat.h.

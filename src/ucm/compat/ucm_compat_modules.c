@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Loading UCX's ucm modules through the libucs in the process; see
  * ucm_compat_int.h.

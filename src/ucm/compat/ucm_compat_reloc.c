@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's ucm_reloc_modify() on libucm's GOT/PLT engine (the patch set
  * of the mmap hooks, followed into objects loaded later); see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libucm_cuda: memory-type hooks for CUDA.  Reports every allocation and
  * release made through the CUDA driver and runtime allocation entry points

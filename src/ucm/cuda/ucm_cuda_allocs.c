@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Live CUDA allocations (see ucm_cuda_allocs.h).  Linear probing with
  * tombstones; capacity is a power of two, grown (and tombstones dropped) when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Table of the live allocations seen by the CUDA hooks: address -> size and
  * memory type, so that a free (which only gets the address) can report the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Replacements of the CUDA driver and runtime allocation entry points and
  * their installation (see ucm_cuda.h).  Each replacement calls the real

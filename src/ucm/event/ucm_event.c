@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Handler list and dispatch; see ucm_event.h.
  */

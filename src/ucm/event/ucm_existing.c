@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sources of allocations that existed before a handler was set
  * (UCM_EVENT_FLAG_EXISTING_ALLOC, see ucm_ext.h): a fixed table of report

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the heap tracker reads of glibc's malloc (internal; 64-bit glibc
  * 2.27 and later, where this layout has not changed):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Lookups in the table of file mappings, and its rebuilds from
  * /proc/self/maps; see ucm_filemap.h for the contract and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The table of file-backed mappings, shared by its two halves (internal to
  * src/ucm/mmap): ucm_filemap_table.c keeps the slots and feeds them from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The slots of the table of file mappings and their feeding by the hooks;
  * see ucm_filemap_int.h for how writers and readers share them.

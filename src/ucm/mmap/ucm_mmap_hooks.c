@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The replacements of mmap, munmap, mremap, madvise, shmat, shmdt, brk and
  * sbrk.  Each one delivers VM_UNMAPPED before the pages can go away, runs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Installing the mmap-family hooks: bistro (libc entries) with a per-function
  * fallback to reloc (GOT/PLT slots), or reloc for everything.  Installation

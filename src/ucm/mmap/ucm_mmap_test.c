@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Self-test: perform the real calls behind each requested event through the
  * hooked entry points, and check that a temporary handler sees each event

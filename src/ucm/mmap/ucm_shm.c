@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Exact sizes of SysV shared memory segments, for SHMDT/VM_UNMAPPED.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Page-cache truncation: the replacements of ftruncate, truncate and
  * fallocate (the *64 names are the same functions on LP64).

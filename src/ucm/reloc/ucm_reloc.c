@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GOT/PLT patching; see ucm_reloc.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reloc mode: write our hooks into the GOT/PLT slots (R_X86_64_JUMP_SLOT and
  * R_X86_64_GLOB_DAT) and the function pointers in initialized data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dlopen() on behalf of another object.  glibc searches the RPATH/RUNPATH of
  * the object that called dlopen(); once dlopen is hooked, that caller is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucm_got_patch_apply(): GOT patching for other modules (libucm_cuda), on
  * the same engine and patch set as the mmap-family hooks; see ucm_ext.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * userfaultfd monitor: opening the descriptor, subscriptions, the reader
  * and dispatcher threads, and fork.  See ucm_ext.h for the contract and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * userfaultfd monitor of subscribed ranges (internal to libucm).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Span table of the userfaultfd monitor: a treap keyed by span start.
  * Spans are disjoint, so "the span containing addr" is the one with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX_MEM_* configuration: the one place where libucm's options are named,
  * defaulted and parsed (with the parser shared with libucs).

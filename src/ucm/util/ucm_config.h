@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libucm configuration (UCX_MEM_*), parsed once at load time.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reading the dynamic section of a loaded object (from dl_iterate_phdr):
  * symbol and string tables, relocations, RELRO range, RPATH/RUNPATH.

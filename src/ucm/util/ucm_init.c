@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libucm start-up: configuration, original functions, fork handlers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libucm logging: one line per message, written with a single write(2) to
  * stderr.  No malloc, no stdio, no lock: async-signal-safe, usable in hook

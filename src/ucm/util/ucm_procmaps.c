@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * /proc/self/maps walker; see ucm_procmaps.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * /proc/self/maps walker without malloc or stdio (raw open/read, a stack
  * buffer).  Usable in hook context; not async-signal-safe only in that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Handler accounting (UCM_STATS=y); see ucm_stats.h.
  */

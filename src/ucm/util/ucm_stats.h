@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Optional accounting of the event handlers other libraries install, for
  * proving what a stock UCX does with our hooks (UCM_STATS=y in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Configuration value types shared by libucm and libucs (UCX 1.13 values).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Table-driven UCX_* parser; see ucs_config_parse.h for the contract.
  */

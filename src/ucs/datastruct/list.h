@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Intrusive doubly-linked circular list (header only).
  * Contract: a head is initialized with ucs_list_head_init(); an element is in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Address-range region type shared by the registration cache and its range
  * index (UCX 1.13 names, so users write region->super.start / .end).

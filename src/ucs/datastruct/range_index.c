@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Range index B+tree: insertion (splitting full nodes on the way down),
  * removal (merging small neighbours on the way up), walking, and node

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Index of non-overlapping address ranges (ucs_pgt_region_t*): a B+tree
  * keyed by range end, nodes of eight cache lines (31 entries), held in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libucs log lines: "[ucs <component>] LEVEL message", one write(2) to
  * stderr, formatted on the stack.  No malloc and no lock, so it may be used

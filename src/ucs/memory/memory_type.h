@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory types (UCX 1.13 values): the key of the memory-type cache and the
  * payload of UCM_EVENT_MEM_TYPE_ALLOC/FREE.

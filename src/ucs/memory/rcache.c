@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache front end: lookups (hit path), references and
  * invalidation requests.  See rcache.h for the contract.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache: maps [address, address+length) to a registered memory
  * region, registering on a miss through user callbacks, merging overlapping

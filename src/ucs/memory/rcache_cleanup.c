@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Background cleanup: when the invalidated-but-registered bytes pass
  * UCX_RCACHE_MAX_UNRELEASED (params->max_unreleased), the unmap handler

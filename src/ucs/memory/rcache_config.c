@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX_RCACHE_* configuration: names, defaults and parsing with the shared
  * table-driven parser.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache creation (parameter and UCX_RCACHE_* validation, event
  * handler) and destruction.

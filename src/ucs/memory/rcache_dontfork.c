@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MADV_DONTFORK marking of registered pages, for kernels that do not copy
  * pinned pages at fork (before 5.9: a child writing to a shared

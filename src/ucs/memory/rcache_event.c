@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unmap handler (hook context): tombstones every region intersecting the
  * unmapped range in O(log n + k) under the spinlock, without allocating or

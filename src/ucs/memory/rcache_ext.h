@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Additions to the UCX 1.13 registration cache API (nothing there changes):
  * statistics query and print, configuration print, and a destroy that

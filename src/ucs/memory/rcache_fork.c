@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fork() support: one pthread_atfork() set for all caches.
  *  - prepare: take every cache's locks (so the child never inherits one held

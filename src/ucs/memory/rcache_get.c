@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration path of ucs_rcache_get() (a miss): merge with overlapping and
  * adjacent regions, check protection against the mappings, register with no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Lookup hints: a direct-mapped table from a request's first page to the
  * region that last answered it from the index (see ucs_rcache_hints_t).

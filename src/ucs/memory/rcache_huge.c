@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Large blocks of cache memory that lookups read at random (region blocks
  * of a big cache, large hint tables), on transparent huge pages where the

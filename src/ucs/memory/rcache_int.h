@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache internals shared by the rcache_*.c files.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cache spinlock, with an owner so that the unmap handler, run by a
  * signal handler of the very thread that holds the lock (munmap from a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CHECK_PFN debug mode: record the page frames of a region at registration
  * and compare them on hits, reporting a stale region loudly.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Protection check of a range against /proc/self/maps (read without
  * allocating, by libucm), remembering up to UCS_RCACHE_MAPS_CACHE mappings

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Region life cycle inside the cache: tombstoning (invalidation), purge of
  * tombstones, eviction, and the final deregistration outside every lock.

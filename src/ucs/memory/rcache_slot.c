@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-thread slots of the registration cache and the leases they hold
  * (biased reference counting, see "leases" in rcache_int.h).

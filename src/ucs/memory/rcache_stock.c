@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The stock-ABI registration cache library (libucm_rcache.so.0), preloaded
  * into stock UCX 1.13.1 programs: it exports ucs_rcache_create, _destroy,

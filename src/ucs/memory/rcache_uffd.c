@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * userfaultfd subscriptions of the registration cache (UCX_MEM_UFFD): a
  * region is subscribed just before its registration (its pages stay

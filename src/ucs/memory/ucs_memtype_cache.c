@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory-type cache (see ucs_memtype_cache.h): a reader/writer-locked set of
  * typed ranges, fed by libucm's memory-type events.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory-type cache: which kind of memory (host, CUDA, CUDA managed, ...)
  * lives at an address range, learned from the MEM_TYPE_ALLOC and

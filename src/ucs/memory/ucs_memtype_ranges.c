@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Set of typed address ranges (see ucs_memtype_ranges.h), on the range
  * index B+tree; ranges are allocated one by one.

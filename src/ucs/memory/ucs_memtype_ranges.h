@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sorted set of disjoint address ranges, each tagged with a memory type: the
  * storage behind the memory-type cache.  Not thread-safe: the caller

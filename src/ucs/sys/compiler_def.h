@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Compiler helpers shared by every layer (header only, no library needed).
  */

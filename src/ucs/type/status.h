@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucs_status_t: the error convention of every function in this project.
  * Values are those of UCX 1.13 (ABI: shared with stock UCX through libucm).

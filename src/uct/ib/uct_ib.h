@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_ib: verbs memory domain (MD) and RC zero-copy transport (libuct_ib).
  *

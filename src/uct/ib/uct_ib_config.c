@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX_NET_DEVICES, UCX_IB_* and UCX_RC_* configuration, parsed with the
  * shared table-driven parser of libucs (one error line per bad value).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Internal structures of libuct_ib (memory domain, registration handles, RC
  * interface and endpoints).  Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX_IB_FORK_INIT: ibv_fork_init() before the first verbs call of the md,
  * skipped when the kernel copies pinned pages on fork (IBV_FORK_UNNEEDED).

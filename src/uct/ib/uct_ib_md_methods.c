@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration methods of an md, in the order of UCX_IB_REG_METHODS: the
  * first available one is used, with one log line per method skipped.

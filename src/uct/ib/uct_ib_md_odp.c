@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * On-demand paging of the verbs md: what the device reports (explicit and
  * implicit ODP, the RC operations that may fault), and the registration of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory domain open/close/query: device selection ("dev:port",
  * UCX_NET_DEVICES, or the first active port), fork support, PD, port and GID,

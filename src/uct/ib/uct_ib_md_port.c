@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Port of an md: state check, link layer, MTU, and the GID used for
  * addressing (RoCE: the RoCE v2 entry holding an IPv4-mapped address, found

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_ib_md_mem_reg / mem_dereg through the md's method (rcache, odp,
  * direct), and the accessors of a memory handle.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ibv_reg_mr for the rcache and direct methods:
  *  - above UCX_IB_REG_MT_THRESH the pages are first faulted in by

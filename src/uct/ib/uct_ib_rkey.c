@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Packed remote keys: 4 bytes rkey + 4 bytes tag, little endian, so that a
  * buffer that is not a packed key is refused instead of used.

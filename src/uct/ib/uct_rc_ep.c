@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * RC endpoint: QP creation, address blob, connection (INIT -> RTR -> RTS),
  * completion of sends, flush, error state and destruction.

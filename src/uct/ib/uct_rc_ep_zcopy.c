@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * RC operations: put_zcopy (RDMA WRITE), get_zcopy (RDMA READ), am_zcopy
  * (SEND with immediate = AM id; the header is copied into a registered slot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * RC interface: one CQ for sends and receives, a shared receive queue of
  * rx_queue_len AM buffers (seg_size each, registered once), tx descriptors

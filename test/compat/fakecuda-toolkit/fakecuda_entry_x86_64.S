@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY fake CUDA toolkit (NOT CUDA): the exported entry points of the
  * driver functions that UCX 1.13.1's libucm_cuda patches in bistro mode.

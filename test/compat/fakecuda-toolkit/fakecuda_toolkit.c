@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY fake CUDA toolkit library (NOT CUDA, NOT NVML): the entry points
  * that UCX 1.13.1's configure and libucm_cuda need beyond those of

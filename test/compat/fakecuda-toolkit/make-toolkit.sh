@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Build the TEST-ONLY fake CUDA toolkit (NOT CUDA) into a directory that
 # UCX's configure accepts as --with-cuda=DIR:
 #

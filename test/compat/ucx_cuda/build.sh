@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Device check: UCX 1.13.1's own CUDA module (src/ucm/cuda/cudamem.c,
 # compiled unmodified against UCX's source tree) loaded on our libucm.
 #   build.sh UCX_SRC_DIR LIBUCM_SO OUTDIR     (on any machine: no CUDA needed)

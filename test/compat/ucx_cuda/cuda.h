@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The few CUDA driver declarations UCX 1.13.1's src/ucm/cuda/cudamem.c uses,
  * for building that module without the CUDA toolkit (the device's libcuda

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device check (build.sh): UCX 1.13.1's own libucm_cuda module
  * (src/ucm/cuda/cudamem.c compiled unmodified) loaded on OUR libucm, with a

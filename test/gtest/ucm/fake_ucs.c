@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test module for test_compat_abi.cc: stands in for a stock UCX libucs.
  * It defines ucs_load_modules() with UCX 1.13.1's signature, records how

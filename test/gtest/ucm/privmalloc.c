@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A module with an allocator of its own (test_heap_reloc.cc): it defines
  * malloc and free (a bump allocator over a static array that counts its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The API around the events: installation, self-test, external events,
  * original functions, /proc/self/maps parsing, handler priorities and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13.1's libucm internals that UCX's own components import
  * (ucm/api/ucm_compat.h): each behaviour that a UCX module, a trace-enabled

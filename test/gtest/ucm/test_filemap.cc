@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pages of a shared file removed through any mapping or descriptor: libucm's
  * table of file mappings (src/ucm/mmap/ucm_filemap.h) must name every

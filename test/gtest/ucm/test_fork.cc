@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Processes: vfork/posix_spawn must not report the parent's memory; fork
  * while other threads are inside hooks, and fork from inside an event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucm_got_patch_apply(): the GOT engine offered to other modules (the CUDA
  * hooks use it).  Oracle: the call made through this program's PLT reaches

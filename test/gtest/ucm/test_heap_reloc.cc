@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reloc mode's malloc-family wrappers (src/ucm/malloc): where malloc is
  * glibc's, libucm wraps it through the GOT/PLT slots and reports glibc's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Calls made from other objects: a shared library linked to the test binary
  * (loaded at start), a static archive inside the binary, and modules

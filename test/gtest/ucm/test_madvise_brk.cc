@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * madvise (advice that discards pages must be reported, other advice must
  * not) and brk/sbrk shrinking the heap.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory released by the allocator and by glibc itself (free of an mmapped
  * block, realloc that moves, heap trim, thread stacks).  In bistro mode the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * munmap, mmap(MAP_FIXED) and mremap: every page whose frame changes must be
  * reported by VM_UNMAPPED before the change.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * System V shared memory: shmdt must report exactly the attached segment
  * (size rounded up to pages), however libucm learns it: from its own table,

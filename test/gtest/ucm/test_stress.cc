@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Concurrency: many threads unmapping while handlers come and go (no lost
  * event), and munmap from a signal handler (events arrive, no deadlock).

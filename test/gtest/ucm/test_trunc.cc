@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Page-cache truncation: ftruncate/truncate shrink and fallocate hole punch
  * take pages out of every mapping of the file without an unmap.  Each test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * userfaultfd monitor (UCX_MEM_UFFD): unmaps no hook sees are reported for
  * subscribed ranges, exactly, before the unmapping thread can look them up

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A tiny library that calls the memory functions through its own GOT/PLT.
  * Built several times with a different symbol prefix (UCMT_PREFIX):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Functions of the test libraries (see testlib.c), declared for one symbol
  * prefix: UCMT_TESTLIB_DECLARE(ucmt_linked_) declares ucmt_linked_munmap()...

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test module for test_uffd.cc: a large .bss registered, then dlclose()d. */
 #include <stddef.h>
 

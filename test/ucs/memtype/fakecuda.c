@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY stand-in for CUDA allocation entry points (see fakecuda.h).
  * Not CUDA: host memory from mmap behind the CUDA names.

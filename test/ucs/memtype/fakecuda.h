@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY stand-in for the CUDA driver and runtime allocation entry points
  * (libucmt_fakecuda).  It is NOT CUDA and touches no GPU: it exports the

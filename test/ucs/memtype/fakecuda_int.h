@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY fake CUDA (not CUDA): helpers shared by the files of
  * libucmt_fakecuda, hidden from other objects.  The exported CUDA names call

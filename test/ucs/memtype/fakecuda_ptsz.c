@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY fake CUDA (not CUDA): the per-thread default stream variants.
  * With CUDA_API_PER_THREAD_DEFAULT_STREAM the headers map cudaMallocAsync

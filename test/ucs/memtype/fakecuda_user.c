@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * TEST-ONLY module, dlopen()ed by gtest_memtype_cuda after the CUDA hooks
  * are installed: it calls the CUDA names (served by the fake, not CUDA)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory-type cache: explicit updates against a page-granular oracle, bad
  * input, libucm events, the process-wide instance and concurrent readers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA memory-type hooks (libucm_cuda) feeding the memory-type cache.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Calls of the per-thread default stream variants for gtest_memtype_cuda:
  * compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM, so that the program's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-thread default stream calls (test_memtype_cuda_ptsz.c): each returns
  * 1 on success, 0 on failure.

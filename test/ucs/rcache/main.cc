@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gtest_rcache entry point: transparent huge pages are turned off for the
  * process, since khugepaged would move pages to new frames without an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Fake registration with a page-frame record, and the stale-hit oracle.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test fixture for the registration cache: a fake registration that pins
  * nothing but faults the pages in (MADV_POPULATE_*) and records their page

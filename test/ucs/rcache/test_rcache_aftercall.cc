@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A registration made after the VM_UNMAPPED event but before the pages go
  * away (here: by a later VM_UNMAPPED handler) must not survive shmdt() or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache: hits, merging, protection, unmap, invalidation,
  * limits and LRU order, registration failures.

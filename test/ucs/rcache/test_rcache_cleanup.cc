@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Background cleanup thread: past max_unreleased invalidated bytes the
  * deregistrations happen with no further cache call from the application.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * MADV_DONTFORK marking (UCX_RCACHE_DONTFORK=yes, forced: this kernel
  * copies pinned pages at fork, so "auto" would leave it off).  Oracle: a

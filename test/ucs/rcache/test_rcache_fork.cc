@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache across fork(): purge in the parent, a usable cache
  * without the parent's regions in the child.

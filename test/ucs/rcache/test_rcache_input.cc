@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache: bad input and UCX_RCACHE_* configuration.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache leases (a thread's second hit in a row on a region
  * takes it off the shared reference count): never used once stale, given

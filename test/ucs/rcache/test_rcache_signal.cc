@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * munmap from a signal handler of a thread that is inside the cache: no
  * deadlock, and the unmapped range never hits again (oracle: a get on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Multi-threaded churn with the page-frame oracle: threads allocate, free,
  * reallocate, remap and replace memory while getting and putting regions on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Page-cache truncation under a registration: a region on a shared memfd
  * mapping must not survive ftruncate (shrink, then regrow) or a hole punch,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration cache with the userfaultfd monitor (UCX_MEM_UFFD): regions
  * unmapped by calls no hook sees (raw system calls) are invalidated before

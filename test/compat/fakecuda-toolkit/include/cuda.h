@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ======================================================================
  *  TEST-ONLY STAND-IN.  THIS IS NOT NVIDIA'S cuda.h AND NOT CUDA.
