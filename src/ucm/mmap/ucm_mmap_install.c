@@ -7,6 +7,8 @@
  */
 #include "ucm_mmap.h"
 
+#include "ucm_syscall.h"
+
 #include <ucm/bistro/ucm_bistro.h>
 #include <ucm/event/ucm_event.h>
 #include <ucm/malloc/ucm_heap.h>
@@ -38,7 +40,12 @@ static void *ucm_dlmopen_hook(Lmid_t lmid, const char *filename, int flag);
             UCM_HOOK_STATE_NONE, ""                                            \
     }
 
-_Static_assert(UCM_HOOK_LAST <= UCM_HOT_ORIG_MAX, "ucm_hot.orig too small");
+/* Hooks past ucm_mmap.h's ids: syscall() (its original in
+ * ucm_hot.orig[UCM_SYSCALL_HOT_SLOT]).  Every loop below runs over all
+ * UCM_MMAP_NHOOKS through ucm_mmap_hook(). */
+#define UCM_MMAP_NHOOKS (UCM_HOOK_LAST + 1)
+
+_Static_assert(UCM_MMAP_NHOOKS <= UCM_HOT_ORIG_MAX, "ucm_hot.orig too small");
 
 ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
     [UCM_HOOK_MMAP] = UCM_HOOK_ENTRY(
@@ -108,6 +115,18 @@ ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
     [UCM_HOOK_DLMOPEN] =
         UCM_HOOK_ENTRY("dlmopen", ucm_dlmopen_hook, NULL, 0, 0)};
 
+static ucm_hook_func_t ucm_hook_syscall_func = UCM_HOOK_ENTRY(
+    "syscall", ucm_syscall_hook, ucm_syscall_raw,
+    UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_MREMAP | UCM_EVENT_MADVISE |
+        UCM_EVENT_SHMAT | UCM_EVENT_SHMDT | UCM_EVENT_BRK |
+        UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED,
+    1);
+
+static ucm_hook_func_t *ucm_mmap_hook(unsigned id)
+{
+    return (id < UCM_HOOK_LAST) ? &ucm_hook_funcs[id] : &ucm_hook_syscall_func;
+}
+
 pthread_mutex_t ucm_mmap_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ucm_mmap_installed; /* 1: done, -1: failed */
 static ucm_mmap_hook_mode_t ucm_mmap_mode = UCM_MMAP_HOOK_NONE;
@@ -118,13 +137,16 @@ void ucm_mmap_init(void)
     ucm_hook_func_t *f;
     void *addr;
 
-    for (f = ucm_hook_funcs; f < ucm_hook_funcs + UCM_HOOK_LAST; ++f) {
+    unsigned id;
+
+    for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
+        f    = ucm_mmap_hook(id);
         addr = dlsym(RTLD_NEXT, f->symbol);
         if (addr == NULL) {
             addr = dlsym(RTLD_DEFAULT, f->symbol);
         }
-        ucm_hot.orig[f - ucm_hook_funcs] = addr;
-        f->next                          = addr;
+        ucm_hot.orig[id] = addr;
+        f->next          = addr;
     }
 }
 
@@ -206,18 +228,18 @@ static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
     ucm_hook_id_t id;
     size_t i;
 
-    memset(targets, 0, sizeof(*targets) * UCM_HOOK_LAST);
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        if (!ucm_hook_funcs[id].libc) {
+    memset(targets, 0, sizeof(*targets) * UCM_MMAP_NHOOKS);
+    for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
+        if (!ucm_mmap_hook(id)->libc) {
             continue;
         }
-        sym = ucm_elf_sym_find(dyn, ucm_hook_funcs[id].symbol);
+        sym = ucm_elf_sym_find(dyn, ucm_mmap_hook(id)->symbol);
         if ((sym != NULL) && (ELF64_ST_TYPE(sym->st_info) == STT_FUNC)) {
             targets[id].entry = dyn->base + sym->st_value;
             targets[id].end   = targets[id].entry + sym->st_size;
         }
     }
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
+    for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
         if (targets[id].entry != 0) {
             lo = ucs_min(lo, targets[id].entry);
             hi = ucs_max(hi, targets[id].entry);
@@ -234,7 +256,7 @@ static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
             continue;
         }
         end = addr + sym->st_size;
-        for (id = 0; id < UCM_HOOK_LAST; ++id) {
+        for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
             if (targets[id].entry == 0) {
                 continue;
             }
@@ -253,9 +275,9 @@ static void ucm_mmap_bistro_targets(const ucm_elf_dyn_t *dyn,
 /* Patch every libc function; those that fail are left for reloc. */
 static void ucm_mmap_install_bistro(void)
 {
-    ucm_bistro_target_t targets[UCM_HOOK_LAST];
-    ucm_bistro_patch_t patches[UCM_HOOK_LAST];
-    ucm_hook_id_t ids[UCM_HOOK_LAST];
+    ucm_bistro_target_t targets[UCM_MMAP_NHOOKS];
+    ucm_bistro_patch_t patches[UCM_MMAP_NHOOKS];
+    ucm_hook_id_t ids[UCM_MMAP_NHOOKS];
     ucm_mmap_libc_ctx_t ctx = {.found = 0};
     ucm_hook_id_t id, other;
     unsigned i, count = 0;
@@ -268,13 +290,13 @@ static void ucm_mmap_install_bistro(void)
     }
     ucm_mmap_bistro_targets(&ctx.dyn, targets);
     memset(patches, 0, sizeof(patches));
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        if (!ucm_hook_funcs[id].libc ||
-            (ucm_hook_funcs[id].state != UCM_HOOK_STATE_NONE)) {
+    for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
+        if (!ucm_mmap_hook(id)->libc ||
+            (ucm_mmap_hook(id)->state != UCM_HOOK_STATE_NONE)) {
             continue;
         }
         if (targets[id].entry == 0) {
-            ucm_hook_funcs[id].detail = "symbol not found in libc";
+            ucm_mmap_hook(id)->detail = "symbol not found in libc";
             continue;
         }
         for (other = 0; other < id; ++other) { /* mmap/mmap64: one entry */
@@ -286,31 +308,31 @@ static void ucm_mmap_install_bistro(void)
             continue;
         }
         patches[count].target = targets[id];
-        patches[count].hook   = ucm_hook_funcs[id].hook;
+        patches[count].hook   = ucm_mmap_hook(id)->hook;
         ids[count++]          = id;
     }
     ucm_bistro_patch_all(patches, count);
     for (i = 0; i < count; ++i) {
         id = ids[i];
         if (patches[i].status != UCS_OK) {
-            ucm_hook_funcs[id].detail = patches[i].detail;
+            ucm_mmap_hook(id)->detail = patches[i].detail;
             ucm_diag("bistro: %s: %s; using reloc for it",
-                     ucm_hook_funcs[id].symbol, patches[i].detail);
+                     ucm_mmap_hook(id)->symbol, patches[i].detail);
             continue;
         }
         /* The patched entry serves every alias of this function.  The
          * original is our own equivalent, which no later hooker can break
          * by overwriting the entry; only when the entry already belonged to
          * another hooker do we chain to it through the trampoline. */
-        for (other = 0; other < UCM_HOOK_LAST; ++other) {
+        for (other = 0; other < UCM_MMAP_NHOOKS; ++other) {
             if ((targets[other].entry == targets[id].entry) &&
-                ucm_hook_funcs[other].libc) {
+                ucm_mmap_hook(other)->libc) {
                 ucm_hot.orig[other] =
-                    (patches[i].chained || (ucm_hook_funcs[other].raw == NULL))
+                    (patches[i].chained || (ucm_mmap_hook(other)->raw == NULL))
                         ? patches[i].orig
-                        : ucm_hook_funcs[other].raw;
-                ucm_hook_funcs[other].state = UCM_HOOK_STATE_BISTRO;
-                ucm_hook_funcs[other].detail =
+                        : ucm_mmap_hook(other)->raw;
+                ucm_mmap_hook(other)->state = UCM_HOOK_STATE_BISTRO;
+                ucm_mmap_hook(other)->detail =
                     patches[i].chained ? "chained to an earlier hooker" : "";
             }
         }
@@ -320,15 +342,15 @@ static void ucm_mmap_install_bistro(void)
      * tcmalloc's mmap/munmap/sbrk, which issue system calls directly) is
      * never reached through the libc entries: patch the GOT slots that
      * resolve to it as well, chaining to it. */
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        resolved = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
-        if ((ucm_hook_funcs[id].state == UCM_HOOK_STATE_BISTRO) &&
+    for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
+        resolved = dlsym(RTLD_DEFAULT, ucm_mmap_hook(id)->symbol);
+        if ((ucm_mmap_hook(id)->state == UCM_HOOK_STATE_BISTRO) &&
             (resolved != NULL) && ((uintptr_t)resolved != targets[id].entry)) {
-            ucm_hook_funcs[id].also_reloc = 1;
-            ucm_hook_funcs[id].detail     = "+reloc: interposed ahead of libc";
+            ucm_mmap_hook(id)->also_reloc = 1;
+            ucm_mmap_hook(id)->detail     = "+reloc: interposed ahead of libc";
             ucm_diag("bistro: %s is interposed ahead of libc (%p): patching "
                      "its GOT slots too",
-                     ucm_hook_funcs[id].symbol, resolved);
+                     ucm_mmap_hook(id)->symbol, resolved);
         }
     }
 }
@@ -337,19 +359,19 @@ static void ucm_mmap_install_bistro(void)
  * in a slot, and records the state of each. */
 static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids, unsigned count)
 {
-    ucm_reloc_patch_t patches[UCM_HOOK_LAST];
+    ucm_reloc_patch_t patches[UCM_MMAP_NHOOKS];
     ucs_status_t status;
     ucm_hook_id_t id;
     unsigned i;
 
     for (i = 0; i < count; ++i) {
         id                  = ids[i];
-        patches[i].symbol   = ucm_hook_funcs[id].symbol;
-        patches[i].value    = ucm_hook_funcs[id].hook;
-        patches[i].expected = ucm_hook_funcs[id].next;
-        patches[i].resolved = dlsym(RTLD_DEFAULT, ucm_hook_funcs[id].symbol);
+        patches[i].symbol   = ucm_mmap_hook(id)->symbol;
+        patches[i].value    = ucm_mmap_hook(id)->hook;
+        patches[i].expected = ucm_mmap_hook(id)->next;
+        patches[i].resolved = dlsym(RTLD_DEFAULT, ucm_mmap_hook(id)->symbol);
         /* a malloc wrapper must see glibc's blocks only */
-        patches[i].strict = ucm_hook_funcs[id].heap;
+        patches[i].strict = ucm_mmap_hook(id)->heap;
     }
     status = ucm_reloc_apply(patches, count, NULL);
     /* another GOT hooker was there first: call it instead of libc, so that
@@ -357,13 +379,13 @@ static ucs_status_t ucm_mmap_reloc_ids(const ucm_hook_id_t *ids, unsigned count)
     for (i = 0; (status == UCS_OK) && (i < count); ++i) {
         if (patches[i].foreign != NULL) {
             ucm_hot.orig[ids[i]]          = patches[i].foreign;
-            ucm_hook_funcs[ids[i]].detail = "chained to an earlier hooker";
+            ucm_mmap_hook(ids[i])->detail = "chained to an earlier hooker";
         }
     }
     for (i = 0; i < count; ++i) {
         id = ids[i];
-        if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
-            ucm_hook_funcs[id].state = (status == UCS_OK)
+        if (ucm_mmap_hook(id)->state == UCM_HOOK_STATE_NONE) {
+            ucm_mmap_hook(id)->state = (status == UCS_OK)
                                            ? UCM_HOOK_STATE_RELOC
                                            : UCM_HOOK_STATE_FAILED;
         }
@@ -382,7 +404,7 @@ static const char *ucm_mmap_heap_not_needed(void)
     unsigned i;
 
     for (i = 0; i < sizeof(internal) / sizeof(internal[0]); ++i) {
-        if (ucm_hook_funcs[internal[i]].state != UCM_HOOK_STATE_BISTRO) {
+        if (ucm_mmap_hook(internal[i])->state != UCM_HOOK_STATE_BISTRO) {
             break;
         }
     }
@@ -403,27 +425,34 @@ static const char *ucm_mmap_heap_not_needed(void)
 static ucs_status_t ucm_mmap_install_reloc(void)
 {
     const char *heap_skip = ucm_mmap_heap_not_needed();
-    ucm_hook_id_t ids[UCM_HOOK_LAST];
+    ucm_hook_id_t ids[UCM_MMAP_NHOOKS];
     unsigned count = 0;
     ucm_hook_id_t id;
+    unsigned k;
 
     if (heap_skip == NULL) {
         ucm_heap_init();
     }
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        if (ucm_hook_funcs[id].heap) {
+    for (k = 0; k < UCM_MMAP_NHOOKS; ++k) {
+        /* the hooks past ucm_mmap.h's ids are libc functions: before the
+         * dlopen family, which is decided last */
+        id = (k < UCM_HOOK_DLOPEN) ? k
+             : (k < UCM_MMAP_NHOOKS - (UCM_HOOK_LAST - UCM_HOOK_DLOPEN))
+                 ? k + (UCM_HOOK_LAST - UCM_HOOK_DLOPEN)
+                 : k - (UCM_MMAP_NHOOKS - UCM_HOOK_LAST);
+        if (ucm_mmap_hook(id)->heap) {
             if (heap_skip != NULL) {
-                ucm_hook_funcs[id].detail = heap_skip;
-            } else if (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) {
+                ucm_mmap_hook(id)->detail = heap_skip;
+            } else if (ucm_mmap_hook(id)->state == UCM_HOOK_STATE_NONE) {
                 ids[count++] = id;
             }
             continue;
         }
         /* dlopen/dlclose (listed after the libc functions) only when some
          * function is hooked by reloc: objects loaded later need it too */
-        if (((ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE) &&
-             (ucm_hook_funcs[id].libc || (count > 0))) ||
-            ucm_hook_funcs[id].also_reloc) {
+        if (((ucm_mmap_hook(id)->state == UCM_HOOK_STATE_NONE) &&
+             (ucm_mmap_hook(id)->libc || (count > 0))) ||
+            ucm_mmap_hook(id)->also_reloc) {
             ids[count++] = id;
         }
     }
@@ -435,15 +464,15 @@ static ucs_status_t ucm_mmap_install_reloc(void)
 
 ucs_status_t ucm_mmap_install_dl_follow(void)
 {
-    ucm_hook_id_t ids[UCM_HOOK_LAST];
+    ucm_hook_id_t ids[UCM_MMAP_NHOOKS];
     ucs_status_t status = UCS_OK;
     unsigned count      = 0;
     ucm_hook_id_t id;
 
     pthread_mutex_lock(&ucm_mmap_install_lock);
-    for (id = 0; id < UCM_HOOK_LAST; ++id) {
-        if (!ucm_hook_funcs[id].libc && !ucm_hook_funcs[id].heap &&
-            (ucm_hook_funcs[id].state == UCM_HOOK_STATE_NONE)) {
+    for (id = 0; id < UCM_MMAP_NHOOKS; ++id) {
+        if (!ucm_mmap_hook(id)->libc && !ucm_mmap_hook(id)->heap &&
+            (ucm_mmap_hook(id)->state == UCM_HOOK_STATE_NONE)) {
             ids[count++] = id;
         }
     }
@@ -523,13 +552,13 @@ unsigned ucm_hooks_query(ucm_hook_info_t *infos, unsigned max)
 {
     unsigned i;
 
-    for (i = 0; (i < UCM_HOOK_LAST) && (i < max); ++i) {
-        infos[i].symbol = ucm_hook_funcs[i].symbol;
-        infos[i].state  = ucm_hook_funcs[i].state;
-        infos[i].events = ucm_hook_funcs[i].events;
-        infos[i].detail = ucm_hook_funcs[i].detail;
+    for (i = 0; (i < UCM_MMAP_NHOOKS) && (i < max); ++i) {
+        infos[i].symbol = ucm_mmap_hook(i)->symbol;
+        infos[i].state  = ucm_mmap_hook(i)->state;
+        infos[i].events = ucm_mmap_hook(i)->events;
+        infos[i].detail = ucm_mmap_hook(i)->detail;
     }
-    return UCM_HOOK_LAST;
+    return UCM_MMAP_NHOOKS;
 }
 
 ucm_mmap_hook_mode_t ucm_hooks_installed_mode(void)

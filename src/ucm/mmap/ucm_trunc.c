@@ -36,13 +36,16 @@
  * truncate event to hang that second invalidation on.
  *
  * Hook context: no malloc, no lock; nothing is done unless a VM_UNMAPPED
- * handler exists and the call really removes pages.  Not seen: truncation
- * through raw system calls, by other processes, and (reloc mode)
+ * handler exists and the call really removes pages.  syscall() of these
+ * numbers, and of open/openat/openat2/creat with O_TRUNC, comes here through
+ * ucm_syscall.c.  Not seen: truncation by inline system call instructions,
+ * by other processes, by libc's open(O_TRUNC), and (reloc mode)
  * libc-internal calls.
  */
 #include "ucm_mmap.h"
 
 #include "ucm_filemap.h"
+#include "ucm_syscall.h"
 
 #include <ucm/util/ucm_sys.h>
 
@@ -224,6 +227,28 @@ int ucm_trunc_fallocate(int fd, int mode, off_t offset, off_t len)
     ret = UCM_HOOK_CALL_ORIG(UCM_HOOK_FALLOCATE, ucm_fallocate_func_t, fd, mode,
                              offset, len);
     ucm_trunc_after(&ctx, ret);
+    return ret;
+}
+
+long ucm_trunc_open_syscall(long number, const long *args, int dirfd,
+                            const char *path)
+{
+    ucm_trunc_ctx_t ctx;
+    struct stat st;
+    long ret;
+
+    if (!ucm_trunc_enter(&ctx)) {
+        return ucm_sys_to_libc(
+            ucm_sys_syscall6(number, args[0], args[1], args[2], args[3], 0, 0));
+    }
+    if (ucm_sys_syscall6(SYS_newfstatat, dirfd, (long)path, (long)&st, 0, 0,
+                         0) == 0) {
+        ucm_trunc_span_shrink(&ctx, &st, 0);
+    }
+    ucm_trunc_before(&ctx);
+    ret = ucm_sys_to_libc(
+        ucm_sys_syscall6(number, args[0], args[1], args[2], args[3], 0, 0));
+    ucm_trunc_after(&ctx, (ret >= 0) ? 0 : -1);
     return ret;
 }
 

@@ -10,6 +10,7 @@
  * events over each mapping must be exactly the removed pages' addresses.
  */
 #include "common/ucm_test.h"
+#include "rawsys.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -355,6 +356,8 @@ TEST_F(Filemap, SysvRemovedIdThenDetach)
 
 /* ---- mappings libucm did not see being made ---- */
 
+/* (An inline syscall instruction, ucmt_rawsys(): syscall() is hooked.) */
+
 /* Mapped with the raw system call, after the table is in use: a lookup of a
  * file it knows no mapping of reads /proc/self/maps. */
 TEST_F(Filemap, RawSyscallMappingFound)
@@ -365,8 +368,8 @@ TEST_F(Filemap, RawSyscallMappingFound)
 
     ASSERT_GE(fd, 0) << strerror(errno);
     warm_up();
-    p = (char *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-                        fd, 0);
+    p = (char *)ucmt_rawsys(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+                            MAP_SHARED, fd, 0);
     ASSERT_NE(MAP_FAILED, (void *)p) << strerror(errno);
     m_maps.push_back(std::make_pair(p, len));
     check({range_t((uintptr_t)p, len)},
@@ -391,8 +394,8 @@ TEST_F(Filemap, RawSyscallMappingOfKnownFileAfterRebuild)
     warm_up();
     a = map(fd, len);
     ASSERT_TRUE(a != NULL) << strerror(errno);
-    r = (char *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-                        fd, 0);
+    r = (char *)ucmt_rawsys(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+                            MAP_SHARED, fd, 0);
     ASSERT_NE(MAP_FAILED, (void *)r) << strerror(errno);
     m_maps.push_back(std::make_pair(r, len));
     ASSERT_EQ(0, ftruncate(other, 0)); /* not mapped: rebuilds the table */

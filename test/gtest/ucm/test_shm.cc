@@ -7,6 +7,7 @@
  * replaces.
  */
 #include "common/ucm_test.h"
+#include "rawsys.h"
 
 #include <errno.h>
 #include <string.h>
@@ -100,7 +101,8 @@ TEST_F(Shm, DetachAfterRmidReportsExactSize)
     detach_and_check(p, align_up(size, ps));
 }
 
-/* Attached with the raw system call: libucm's table does not know it, as
+/* Attached with the raw system call (an inline syscall instruction:
+ * syscall() is hooked): libucm's table does not know it, as
  * for a segment attached before libucm was loaded. */
 TEST_F(Shm, AttachedBehindLibucmReportsExactSize)
 {
@@ -108,7 +110,7 @@ TEST_F(Shm, AttachedBehindLibucmReportsExactSize)
     int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    void *p = (void *)syscall(SYS_shmat, id, NULL, 0);
+    void *p = (void *)ucmt_rawsys(SYS_shmat, id, NULL, 0);
     ASSERT_NE((void *)-1, p);
     detach_and_check(p, align_up(size, ps));
 }
@@ -119,7 +121,7 @@ TEST_F(Shm, AttachedBehindLibucmAfterRmidReportsExactSize)
     int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    void *p = (void *)syscall(SYS_shmat, id, NULL, 0);
+    void *p = (void *)ucmt_rawsys(SYS_shmat, id, NULL, 0);
     ASSERT_NE((void *)-1, p);
     ASSERT_EQ(0, shmctl(id, IPC_RMID, NULL));
     detach_and_check(p, align_up(size, ps));
@@ -135,8 +137,8 @@ TEST_F(Shm, AttachedBehindLibucmNextToItselfReportsExactSize)
 
     ASSERT_GE(id, 0) << strerror(errno);
     ASSERT_TRUE(r != NULL);
-    void *a = (void *)syscall(SYS_shmat, id, r, 0);
-    void *b = (void *)syscall(SYS_shmat, id, r + size, 0);
+    void *a = (void *)ucmt_rawsys(SYS_shmat, id, r, 0);
+    void *b = (void *)ucmt_rawsys(SYS_shmat, id, r + size, 0);
     ASSERT_EQ((void *)r, a);
     ASSERT_EQ((void *)(r + size), b);
     ASSERT_EQ(0, shmctl(id, IPC_RMID, NULL));
@@ -155,10 +157,10 @@ TEST_F(Shm, AttachedBehindLibucmFirstPageUnmapped)
     int id = create(size);
 
     ASSERT_GE(id, 0) << strerror(errno);
-    char *p = (char *)syscall(SYS_shmat, id, NULL, 0);
+    char *p = (char *)ucmt_rawsys(SYS_shmat, id, NULL, 0);
     ASSERT_NE((void *)-1, (void *)p);
     touch(p, size);
-    ASSERT_EQ(0, syscall(SYS_munmap, p, ps)); /* behind libucm's back too */
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, ps)); /* behind libucm's back too */
     ASSERT_EQ(3u, oracle::watch(p + ps, size - ps));
     oracle::arm();
     ASSERT_EQ(0, shmdt(p));
