@@ -534,6 +534,7 @@ ucs_status_t ucm_mmap_install(int events)
         goto out_unlock;
     }
     ucm_mmap_installed = 1;
+    ucm_syscall_fast_update(ucm_hook_syscall_func.next);
     ucm_debug("memory hooks installed (%s mode) in %d usec",
               ucm_mmap_hook_modes[ucm_mmap_mode], (int)ucm_mmap_install_usec);
     status = UCS_OK;

@@ -31,6 +31,38 @@ void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
         va_end(_ap);                                                           \
     } while (0)
 
+/* The numbers routed to the hooks (the switch in ucm_syscall_route()). */
+#define UCM_SYSCALL_ROUTED(_X, _w)                                             \
+    _X(_w, SYS_mmap)                                                           \
+    _X(_w, SYS_munmap) _X(_w, SYS_mremap) _X(_w, SYS_madvise) _X(_w, SYS_brk)  \
+        _X(_w, SYS_shmat) _X(_w, SYS_shmdt) _X(_w, SYS_ftruncate)              \
+            _X(_w, SYS_truncate) _X(_w, SYS_fallocate) _X(_w, SYS_open)        \
+                _X(_w, SYS_openat) _X(_w, SYS_creat) _X(_w, SYS_openat2)       \
+                    _X(_w, SYS_remap_file_pages) _X(_w, SYS_process_madvise)
+
+#define UCM_SYSCALL_CASE(_w, _n) case _n:
+#define UCM_SYSCALL_BIT(_w, _n)                                                \
+    | ((((_n) >> 6) == (_w)) ? (1ull << ((_n)&63)) : 0)
+#define UCM_SYSCALL_WORD(_w) (0 UCM_SYSCALL_ROUTED(UCM_SYSCALL_BIT, _w))
+
+/* One bit per routed number below UCM_SYSCALL_NR_END (read by the entry). */
+#define UCM_SYSCALL_NR_END 448
+_Static_assert(SYS_process_madvise < UCM_SYSCALL_NR_END, "bitmap too small");
+
+__attribute__((visibility("hidden")))
+const uint64_t ucm_syscall_routed[UCM_SYSCALL_NR_END / 64] = {
+    UCM_SYSCALL_WORD(0), UCM_SYSCALL_WORD(1), UCM_SYSCALL_WORD(2),
+    UCM_SYSCALL_WORD(3), UCM_SYSCALL_WORD(4), UCM_SYSCALL_WORD(5),
+    UCM_SYSCALL_WORD(6)};
+
+/* Where the entry sends the other numbers, untouched: the original when it
+ * is libc's syscall() or libucm's own; NULL (the C path, which counts the
+ * chain depth) when it is another hooker's. */
+__attribute__((visibility("hidden"))) void *ucm_syscall_fast;
+
+long ucm_syscall_hook_slow(long number, ...)
+    __attribute__((visibility("hidden")));
+
 /* The original syscall(): libc's (reloc), the trampoline of a hooker that
  * had libc's entry first, or ours (bistro, and inside a chained call). */
 static UCS_F_ALWAYS_INLINE long ucm_syscall_forward(long number, const long *a)
@@ -191,7 +223,8 @@ static long ucm_syscall_route(long number, const long *a)
     }
 }
 
-UCS_F_HOT long ucm_syscall_hook(long number, ...)
+/* The whole hook: every number, any chain depth. */
+long ucm_syscall_hook_slow(long number, ...)
 {
     long a[6];
     long ret;
@@ -203,22 +236,8 @@ UCS_F_HOT long ucm_syscall_hook(long number, ...)
         return ucm_syscall_kernel(number, a);
     }
     switch (number) {
-    case SYS_mmap:
-    case SYS_munmap:
-    case SYS_mremap:
-    case SYS_madvise:
-    case SYS_brk:
-    case SYS_shmat:
-    case SYS_shmdt:
-    case SYS_ftruncate:
-    case SYS_truncate:
-    case SYS_fallocate:
-    case SYS_open:
-    case SYS_openat:
-    case SYS_creat:
-    case SYS_openat2:
-    case SYS_remap_file_pages:
-    case SYS_process_madvise: break;
+        UCM_SYSCALL_ROUTED(UCM_SYSCALL_CASE, 0)
+        break;
     default: return ucm_syscall_forward(number, a);
     }
     ++ucm_hook_chain_depth;
@@ -227,11 +246,92 @@ UCS_F_HOT long ucm_syscall_hook(long number, ...)
     return ret;
 }
 
+#if defined(__x86_64__)
+#define UCM_SYSCALL_STR2(_x) #_x
+#define UCM_SYSCALL_STR(_x)  UCM_SYSCALL_STR2(_x)
+
+/* The entry: a routed number, or an original that is another hooker's, goes
+ * to the C path with every register and the stack as the caller left them;
+ * any other number jumps to the original the same way (rax, which carries
+ * the vector-register count of a variadic call, and the argument registers
+ * are untouched; r10 and r11 are scratch at a call). */
+__asm__(".text\n"
+        ".globl ucm_syscall_hook\n"
+        ".hidden ucm_syscall_hook\n"
+        ".type ucm_syscall_hook, @function\n"
+        ".p2align 4\n"
+        "ucm_syscall_hook:\n"
+        "    endbr64\n"
+        "    cmpq $" UCM_SYSCALL_STR(
+            UCM_SYSCALL_NR_END) ", %rdi\n"
+                                "    jae 1f\n"
+                                "    movq %rdi, %r11\n"
+                                "    shrq $6, %r11\n"
+                                "    leaq ucm_syscall_routed(%rip), %r10\n"
+                                "    movq (%r10,%r11,8), %r11\n"
+                                "    btq %rdi, %r11\n"
+                                "    jc ucm_syscall_hook_slow\n"
+                                "1:  movq ucm_syscall_fast(%rip), %r11\n"
+                                "    testq %r11, %r11\n"
+                                "    jz ucm_syscall_hook_slow\n"
+                                "    jmp *%r11\n"
+                                ".size ucm_syscall_hook, .-ucm_syscall_hook\n");
+
+/* libc's syscall(), instruction for instruction: the number and six
+ * arguments (the last from the stack) shifted into the kernel's registers;
+ * errno set on failure. */
+__asm__(".text\n"
+        ".globl ucm_syscall_raw\n"
+        ".hidden ucm_syscall_raw\n"
+        ".type ucm_syscall_raw, @function\n"
+        ".p2align 4\n"
+        "ucm_syscall_raw:\n"
+        "    endbr64\n"
+        "    movq %rdi, %rax\n"
+        "    movq %rsi, %rdi\n"
+        "    movq %rdx, %rsi\n"
+        "    movq %rcx, %rdx\n"
+        "    movq %r8, %r10\n"
+        "    movq %r9, %r8\n"
+        "    movq 8(%rsp), %r9\n"
+        "    syscall\n"
+        "    cmpq $-4095, %rax\n"
+        "    jae 1f\n"
+        "    ret\n"
+        "1:  negq %rax\n"
+        "    pushq %rax\n"
+        "    call __errno_location@PLT\n"
+        "    popq %rcx\n"
+        "    movl %ecx, (%rax)\n"
+        "    movq $-1, %rax\n"
+        "    ret\n"
+        ".size ucm_syscall_raw, .-ucm_syscall_raw\n");
+#else
+long ucm_syscall_hook(long number, ...)
+{
+    long a[6];
+
+    UCM_SYSCALL_READ_ARGS(a, number);
+    return ucm_syscall_hook_slow(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
 long ucm_syscall_raw(long number, ...)
 {
     long a[6];
 
     UCM_SYSCALL_READ_ARGS(a, number);
-    return ucm_sys_to_libc(
-        ucm_sys_syscall6(number, a[0], a[1], a[2], a[3], a[4], a[5]));
+    return ucm_syscall_kernel(number, a);
+}
+#endif
+
+void ucm_syscall_fast_update(void *libc)
+{
+    void *orig = ucm_hot.orig[UCM_SYSCALL_HOT_SLOT];
+
+    __atomic_store_n(&ucm_syscall_fast,
+                     ((orig == (void *)ucm_syscall_raw) ||
+                      ((orig != NULL) && (orig == libc)))
+                         ? orig
+                         : NULL,
+                     __ATOMIC_RELEASE);
 }

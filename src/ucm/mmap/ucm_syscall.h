@@ -40,6 +40,12 @@ long ucm_syscall_hook(long number, ...);
  * on failure; no events. */
 long ucm_syscall_raw(long number, ...);
 
+/* After installation: let the hook jump straight to the original for the
+ * numbers it does not route, unless the original is another hooker's
+ * (then the hook counts the chain depth around it).  libc: libc's syscall()
+ * as found at start-up.  Not hook context. */
+void ucm_syscall_fast_update(void *libc);
+
 /* open/openat/openat2/creat (args: syscall()'s six) of dirfd/path with
  * O_TRUNC: raises VM_UNMAPPED for every mapping of the file's pages around
  * the call, as truncate(path, 0) does (ucm_trunc.c). */
