@@ -32,13 +32,25 @@ void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
     } while (0)
 
 /* The numbers routed to the hooks (the switch in ucm_syscall_route()). */
-#define UCM_SYSCALL_ROUTED(_X, _w)                                             \
-    _X(_w, SYS_mmap)                                                           \
-    _X(_w, SYS_munmap) _X(_w, SYS_mremap) _X(_w, SYS_madvise) _X(_w, SYS_brk)  \
-        _X(_w, SYS_shmat) _X(_w, SYS_shmdt) _X(_w, SYS_ftruncate)              \
-            _X(_w, SYS_truncate) _X(_w, SYS_fallocate) _X(_w, SYS_open)        \
-                _X(_w, SYS_openat) _X(_w, SYS_creat) _X(_w, SYS_openat2)       \
-                    _X(_w, SYS_remap_file_pages) _X(_w, SYS_process_madvise)
+/* clang-format off */
+#define UCM_SYSCALL_ROUTED(_X, _w) \
+    _X(_w, SYS_mmap) \
+    _X(_w, SYS_munmap) \
+    _X(_w, SYS_mremap) \
+    _X(_w, SYS_madvise) \
+    _X(_w, SYS_brk) \
+    _X(_w, SYS_shmat) \
+    _X(_w, SYS_shmdt) \
+    _X(_w, SYS_ftruncate) \
+    _X(_w, SYS_truncate) \
+    _X(_w, SYS_fallocate) \
+    _X(_w, SYS_open) \
+    _X(_w, SYS_openat) \
+    _X(_w, SYS_creat) \
+    _X(_w, SYS_openat2) \
+    _X(_w, SYS_remap_file_pages) \
+    _X(_w, SYS_process_madvise)
+/* clang-format on */
 
 #define UCM_SYSCALL_CASE(_w, _n) case _n:
 #define UCM_SYSCALL_BIT(_w, _n)                                                \
