@@ -8,7 +8,10 @@
 # (UCX_MEM_EVENTS=no): with UCX_IB_REG_METHODS=odp a held handle must reach
 # the new pages after munmap+mmap, MAP_FIXED, mremap, shm re-attach,
 # MADV_DONTNEED and truncation; with =direct (pinned) it must not (the
-# negative control).  Then the registration cost of pinned vs odp.  rxe's ODP copies ignore the offset inside a page
+# negative control).  The same with two threads replacing memory while the
+# other transfers, and across fork (parent and child).  Then the
+# registration cost of pinned vs odp.
+# rxe's ODP copies ignore the offset inside a page
 # (uct_odp_rxe.sub_page_offset proves it is still so): hence the 4 KiB path
 # MTU of this boot (vm-mtu above), with which whole-page transfers of
 # page-aligned buffers never start a packet inside a page.
@@ -42,9 +45,10 @@ run caps UCX_LOG_LEVEL=diag UCX_IB_REG_METHODS=odp UCT_TEST_EXPECT_ODP=explicit 
     -- --gtest_filter='uct_odp_caps.*:uct_md.odp_unavailable_falls_back_to_direct'
 run rxe-offset-bug UCX_IB_REG_METHODS=odp UCT_TEST_ODP_OFFSET_BUG=expected \
     -- --gtest_filter='uct_odp_rxe.*'
-run odp UCX_IB_REG_METHODS=odp -- --gtest_filter='*uct_odp_held*:uct_odp_fault.*'
+run odp UCX_IB_REG_METHODS=odp UCT_TEST_ODP_COW_BUG=expected \
+    -- --gtest_filter='*uct_odp_held*:uct_odp_fault.*:uct_odp_threads.*'
 run pinned-control UCX_IB_REG_METHODS=direct \
-    -- --gtest_filter='*uct_odp_held*:uct_odp_fault.fork_parent_keeps_its_pages'
+    -- --gtest_filter='*uct_odp_held*:uct_odp_fault.fork_*:uct_odp_threads.*'
 echo "50-odp: registration cost, pinned vs odp (times vary a lot under TCG)"
 timeout -k 5 120 "$dir/uct_ib_bench_reg" --odp "$RXE_VM_DEV:1" 3 || {
     echo "50-odp: uct_ib_bench_reg --odp failed (exit $?)"
