@@ -10,7 +10,7 @@
 # MADV_DONTNEED and truncation; with =direct (pinned) it must not (the
 # negative control).  The same with two threads replacing memory while the
 # other transfers, and across fork (parent and child).  Then the
-# registration cost of pinned vs odp.
+# registration cost of pinned vs odp, and the first transfer on cold pages.
 # rxe's ODP copies ignore the offset inside a page
 # (uct_odp_rxe.sub_page_offset proves it is still so): hence the 4 KiB path
 # MTU of this boot (vm-mtu above), with which whole-page transfers of
@@ -52,6 +52,11 @@ run pinned-control UCX_IB_REG_METHODS=direct \
 echo "50-odp: registration cost, pinned vs odp (times vary a lot under TCG)"
 timeout -k 5 120 "$dir/uct_ib_bench_reg" --odp "$RXE_VM_DEV:1" 3 || {
     echo "50-odp: uct_ib_bench_reg --odp failed (exit $?)"
+    rc=1
+}
+echo "50-odp: first transfer on never-touched pages vs warm, pinned vs odp"
+timeout -k 5 180 "$dir/uct_ib_bench_reg" --first "$RXE_VM_DEV:1" 3 || {
+    echo "50-odp: uct_ib_bench_reg --first failed (exit $?)"
     rc=1
 }
 exit $rc
