@@ -103,6 +103,7 @@ void ucm_filemap_shm_detached_slow(uintptr_t addr);
 
 extern uint64_t ucm_filemap_buckets[UCM_FILEMAP_BUCKETS];
 extern int ucm_filemap_active; /* the table is being kept */
+extern int ucm_filewatch_on;   /* shared files are watched (ucm_filewatch.h) */
 
 static UCS_F_ALWAYS_INLINE unsigned ucm_filemap_bucket_of(uintptr_t chunk)
 {
@@ -132,7 +133,8 @@ ucm_filemap_mapped(void *addr, size_t len, int flags, int fd, off_t offset)
 {
     if (((flags & (MAP_ANONYMOUS | MAP_TYPE | MAP_FIXED)) ==
          (MAP_ANONYMOUS | MAP_PRIVATE)) ||
-        ucs_likely(!__atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST))) {
+        ucs_likely(!__atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST) &&
+                   !ucm_filewatch_on)) {
         return;
     }
     ucm_filemap_mapped_slow((uintptr_t)addr, len, flags, fd, offset);
@@ -164,7 +166,8 @@ static UCS_F_ALWAYS_INLINE void ucm_filemap_remapped(void *old_addr,
 static UCS_F_ALWAYS_INLINE void ucm_filemap_shm_attached(void *addr,
                                                          size_t size, int shmid)
 {
-    if (__atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST)) {
+    if (__atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST) ||
+        ucm_filewatch_on) {
         ucm_filemap_shm_attached_slow((uintptr_t)addr, size, shmid);
     }
 }

@@ -4,6 +4,7 @@
  * see ucm_filemap_int.h for how writers and readers share them.
  */
 #include "ucm_filemap_int.h"
+#include "ucm_filewatch.h"
 
 #include <ucm/util/ucm_sys.h>
 
@@ -360,6 +361,8 @@ static void ucm_filemap_add_anon(uintptr_t addr, size_t len)
 void ucm_filemap_mapped_slow(uintptr_t addr, size_t len, int flags, int fd,
                              off_t offset)
 {
+    /* the table is kept, or only shared files are watched */
+    int table = __atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST);
     ucm_filemap_entry_t e;
     struct stat st;
 
@@ -369,11 +372,11 @@ void ucm_filemap_mapped_slow(uintptr_t addr, size_t len, int flags, int fd,
     }
     /* whatever the table had there is gone (MAP_FIXED), or was already
      * gone behind libucm's back */
-    if (ucm_filemap_may_overlap(addr, len)) {
+    if (table && ucm_filemap_may_overlap(addr, len)) {
         ucm_filemap_trim(addr, addr + len);
     }
     if (flags & MAP_ANONYMOUS) {
-        if (ucm_filemap_shared(flags)) {
+        if (table && ucm_filemap_shared(flags)) {
             ucm_filemap_add_anon(addr, len);
         }
         return;
@@ -388,11 +391,19 @@ void ucm_filemap_mapped_slow(uintptr_t addr, size_t len, int flags, int fd,
     }
     if (S_ISCHR(st.st_mode) && (st.st_rdev == makedev(1, 5)) &&
         ucm_filemap_shared(flags)) {
-        ucm_filemap_add_anon(addr, len); /* MAP_SHARED of /dev/zero */
+        if (table) {
+            ucm_filemap_add_anon(addr, len); /* MAP_SHARED of /dev/zero */
+        }
         return;
     }
     if (!S_ISREG(st.st_mode)) {
         return; /* a device: nothing truncates it */
+    }
+    if (ucm_filewatch_on && ucm_filemap_shared(flags)) {
+        ucm_filewatch_add_fd(fd, &st);
+    }
+    if (!table) {
+        return;
     }
     e.start         = addr;
     e.end           = addr + len;
@@ -494,6 +505,12 @@ void ucm_filemap_shm_attached_slow(uintptr_t addr, size_t size, int shmid)
     ucm_filemap_entry_t e;
 
     size = ucm_filemap_page_up(size);
+    if (ucm_filewatch_on) {
+        ucm_filewatch_add_shm(addr, size, shmid);
+    }
+    if (!__atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST)) {
+        return;
+    }
     if (size == 0) {
         /* IPC_STAT failed: the walk of the next rebuild will tell */
         __atomic_store_n(&ucm_filemap_incomplete, 1, __ATOMIC_SEQ_CST);

@@ -45,6 +45,7 @@
 #include "ucm_mmap.h"
 
 #include "ucm_filemap.h"
+#include "ucm_filewatch.h"
 #include "ucm_syscall.h"
 
 #include <ucm/util/ucm_sys.h>
@@ -63,8 +64,10 @@
 typedef struct {
     ucm_event_list_t *list;
     ucm_filemap_key_t key;
+    int key_set;     /* key is the file's (a regular file) */
     uint64_t lo, hi; /* removed file offsets, page aligned */
     int saved_errno;
+    const ucm_filemap_key_t *watch_prev; /* ucm_filewatch_covered before */
 } ucm_trunc_ctx_t;
 
 static uint64_t ucm_trunc_page_up(uint64_t x)
@@ -101,7 +104,20 @@ static int ucm_trunc_enter(ucm_trunc_ctx_t *ctx)
     ctx->list        = ucm_hook_enter(UCM_EVENT_VM_UNMAPPED);
     ctx->lo          = 0;
     ctx->hi          = 0;
+    ctx->key_set     = 0;
     return ctx->list != NULL;
+}
+
+/* The file the call acts on, described by st. */
+static void ucm_trunc_set_key(ucm_trunc_ctx_t *ctx, const struct stat *st)
+{
+    if (S_ISREG(st->st_mode)) {
+        ctx->key.kind      = UCM_FILEMAP_FILE;
+        ctx->key.ino       = st->st_ino;
+        ctx->key.dev       = st->st_dev;
+        ctx->key.dev_known = 1;
+        ctx->key_set       = 1;
+    }
 }
 
 /* Record which offsets of the file described by st the call removes. */
@@ -109,13 +125,10 @@ static void ucm_trunc_set_span(ucm_trunc_ctx_t *ctx, const struct stat *st,
                                uint64_t lo, uint64_t hi)
 {
     hi = ucs_min(hi, ucm_trunc_page_up((uint64_t)st->st_size));
-    if (S_ISREG(st->st_mode) && (lo < hi)) {
-        ctx->key.kind      = UCM_FILEMAP_FILE;
-        ctx->key.ino       = st->st_ino;
-        ctx->key.dev       = st->st_dev;
-        ctx->key.dev_known = 1;
-        ctx->lo            = lo;
-        ctx->hi            = hi;
+    ucm_trunc_set_key(ctx, st);
+    if (ctx->key_set && (lo < hi)) {
+        ctx->lo = lo;
+        ctx->hi = hi;
     }
 }
 
@@ -134,6 +147,12 @@ static void ucm_trunc_before(ucm_trunc_ctx_t *ctx)
     if (ctx->lo < ctx->hi) {
         ucm_trunc_report(ctx);
     }
+    /* the file watch's report of this call, on this thread, would repeat
+     * what the hook raises itself */
+    ctx->watch_prev = ucm_filewatch_covered;
+    if (ctx->key_set) {
+        ucm_filewatch_covered = &ctx->key;
+    }
     ucm_hook_leave(ctx->saved_errno);
 }
 
@@ -143,6 +162,7 @@ static void ucm_trunc_after(ucm_trunc_ctx_t *ctx, int result)
 {
     int saved_errno = errno;
 
+    ucm_filewatch_covered = ctx->watch_prev;
     if ((result == 0) && (ctx->lo < ctx->hi)) {
         ctx->list = ucm_hook_enter(UCM_EVENT_VM_UNMAPPED);
         if (ctx->list != NULL) {
@@ -169,6 +189,7 @@ int ucm_trunc_ftruncate(int fd, off_t length)
                                   length);
     }
     if (ucm_trunc_fstat(fd, &st) == 0) {
+        ucm_trunc_set_key(&ctx, &st);
         ucm_trunc_span_shrink(&ctx, &st, length);
     }
     ucm_trunc_before(&ctx);
@@ -190,6 +211,7 @@ int ucm_trunc_truncate(const char *path, off_t length)
     }
     if (ucm_sys_syscall6(SYS_newfstatat, AT_FDCWD, (long)path, (long)&st, 0, 0,
                          0) == 0) {
+        ucm_trunc_set_key(&ctx, &st);
         ucm_trunc_span_shrink(&ctx, &st, length);
     }
     ucm_trunc_before(&ctx);
@@ -211,6 +233,7 @@ int ucm_trunc_fallocate(int fd, int mode, off_t offset, off_t len)
                                   mode, offset, len);
     }
     if ((offset >= 0) && (len > 0) && (ucm_trunc_fstat(fd, &st) == 0)) {
+        ucm_trunc_set_key(&ctx, &st);
         end = ((uint64_t)offset > UINT64_MAX - (uint64_t)len)
                   ? UINT64_MAX
                   : (uint64_t)offset + (uint64_t)len;

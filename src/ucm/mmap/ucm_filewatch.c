@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Pages of shared files removed by calls no hook sees; see
+ * ucm_filewatch.h.
+ */
+#include "ucm_filewatch.h"
+
+#include "ucm_filemap_int.h"
+#include "ucm_mmap.h"
+
+#include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_sys.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
+
+/* Watched files by watch descriptor: open addressing on wd. */
+#define UCM_FILEWATCH_SLOTS 1024
+#define UCM_FILEWATCH_FREE  0
+#define UCM_FILEWATCH_BUSY  (-1) /* being filled */
+#define UCM_FILEWATCH_GONE  (-2) /* removed: lookups go on past it */
+
+/* Pages of pagemap read at once. */
+#define UCM_FILEWATCH_PM_BATCH   512
+#define UCM_FILEWATCH_PM_PRESENT (1ull << 63)
+#define UCM_FILEWATCH_PM_SWAPPED (1ull << 62)
+
+typedef struct {
+    int wd;
+    ucm_filemap_key_t key;
+} ucm_filewatch_slot_t;
+
+typedef struct {
+    ucm_event_list_t *list;
+    int pagemap; /* /proc/self/pagemap, or < 0: report whole ranges */
+} ucm_filewatch_ctx_t;
+
+int ucm_filewatch_on;
+__thread const ucm_filemap_key_t *ucm_filewatch_covered
+    __attribute__((tls_model("initial-exec")));
+static int ucm_filewatch_fd = -1;
+static ucm_filewatch_slot_t ucm_filewatch_slots[UCM_FILEWATCH_SLOTS];
+
+static unsigned ucm_filewatch_hash(int wd)
+{
+    return (unsigned)wd & (UCM_FILEWATCH_SLOTS - 1);
+}
+
+static void ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
+{
+    unsigned i, n;
+    int cur;
+
+    for (n = 0, i = ucm_filewatch_hash(wd); n < UCM_FILEWATCH_SLOTS;
+         ++n, i   = (i + 1) & (UCM_FILEWATCH_SLOTS - 1)) {
+        cur = __atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE);
+        if (cur == wd) {
+            return; /* the same inode again */
+        }
+        if (((cur == UCM_FILEWATCH_FREE) || (cur == UCM_FILEWATCH_GONE)) &&
+            __atomic_compare_exchange_n(&ucm_filewatch_slots[i].wd, &cur,
+                                        UCM_FILEWATCH_BUSY, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            ucm_filewatch_slots[i].key = *key;
+            __atomic_store_n(&ucm_filewatch_slots[i].wd, wd, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+    /* full: without a key the events of this watch cannot be reported */
+    ucm_sys_syscall6(SYS_inotify_rm_watch, ucm_filewatch_fd, wd, 0, 0, 0, 0);
+}
+
+/* Slot of wd, or -1. */
+static int ucm_filewatch_slot_find(int wd)
+{
+    unsigned i, n;
+    int cur;
+
+    for (n = 0, i = ucm_filewatch_hash(wd); n < UCM_FILEWATCH_SLOTS;
+         ++n, i   = (i + 1) & (UCM_FILEWATCH_SLOTS - 1)) {
+        cur = __atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE);
+        if (cur == wd) {
+            return (int)i;
+        }
+        if (cur == UCM_FILEWATCH_FREE) {
+            break;
+        }
+    }
+    return -1;
+}
+
+static void ucm_filewatch_add_path(const char *path,
+                                   const ucm_filemap_key_t *key)
+{
+    int saved_errno = errno;
+    long wd;
+
+    wd = ucm_sys_syscall6(SYS_inotify_add_watch, ucm_filewatch_fd, (long)path,
+                          IN_MODIFY, 0, 0, 0);
+    if (wd > 0) {
+        ucm_filewatch_slot_add((int)wd, key);
+    }
+    errno = saved_errno;
+}
+
+/* Append the decimal (base 10) or hex (16) digits of x at p. */
+static char *ucm_filewatch_fmt(char *p, unsigned long x, unsigned base)
+{
+    char digits[24];
+    int n = 0;
+
+    do {
+        digits[n++] = "0123456789abcdef"[x % base];
+        x /= base;
+    } while (x != 0);
+    while (n > 0) {
+        *p++ = digits[--n];
+    }
+    return p;
+}
+
+void ucm_filewatch_add_fd(int fd, const struct stat *st)
+{
+    static const char prefix[] = "/proc/self/fd/";
+    ucm_filemap_key_t key;
+    char path[48], *p;
+
+    if ((ucm_filewatch_fd < 0) || (fd < 0)) {
+        return;
+    }
+    memcpy(path, prefix, sizeof(prefix) - 1);
+    p             = ucm_filewatch_fmt(path + sizeof(prefix) - 1, fd, 10);
+    *p            = '\0';
+    key.kind      = UCM_FILEMAP_FILE;
+    key.ino       = st->st_ino;
+    key.dev       = st->st_dev;
+    key.dev_known = 1;
+    ucm_filewatch_add_path(path, &key);
+}
+
+void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)
+{
+    static const char prefix[] = "/proc/self/map_files/";
+    ucm_filemap_key_t key;
+    char path[80], *p;
+
+    if ((ucm_filewatch_fd < 0) || (size == 0)) {
+        return;
+    }
+    memcpy(path, prefix, sizeof(prefix) - 1);
+    p             = ucm_filewatch_fmt(path + sizeof(prefix) - 1, addr, 16);
+    *p++          = '-';
+    p             = ucm_filewatch_fmt(p, addr + size, 16);
+    *p            = '\0';
+    key.kind      = UCM_FILEMAP_SYSV;
+    key.ino       = (uint64_t)shmid;
+    key.dev       = 0;
+    key.dev_known = 0;
+    ucm_filewatch_add_path(path, &key);
+}
+
+static void ucm_filewatch_raise(ucm_filewatch_ctx_t *ctx, uintptr_t start,
+                                uintptr_t end)
+{
+    if (end > start) {
+        ucm_hook_vm(ctx->list, UCM_EVENT_VM_UNMAPPED, (void *)start,
+                    end - start);
+    }
+}
+
+/* A mapping of the file: raise the runs of pages that are neither present
+ * nor swapped out (the file dropped them, or they were never touched,
+ * which nothing registered then). */
+static void ucm_filewatch_range(void *arg, uintptr_t start, size_t len)
+{
+    ucm_filewatch_ctx_t *ctx = arg;
+    size_t page              = ucm_sys_page_size();
+    uint64_t pm[UCM_FILEWATCH_PM_BATCH];
+    uintptr_t addr, end = start + len, run = 0;
+    size_t i, n;
+    long ret;
+
+    if (ctx->pagemap < 0) {
+        ucm_filewatch_raise(ctx, start, end);
+        return;
+    }
+    for (addr = start; addr < end; addr += n * page) {
+        n   = ucs_min((end - addr) / page, UCM_FILEWATCH_PM_BATCH);
+        ret = ucm_sys_syscall6(SYS_pread64, ctx->pagemap, (long)pm,
+                               (long)(n * sizeof(pm[0])),
+                               (long)((addr / page) * sizeof(pm[0])), 0, 0);
+        if (ret != (long)(n * sizeof(pm[0]))) {
+            ucm_filewatch_raise(ctx, (run != 0) ? run : addr, end);
+            return;
+        }
+        for (i = 0; i < n; ++i) {
+            if (!(pm[i] &
+                  (UCM_FILEWATCH_PM_PRESENT | UCM_FILEWATCH_PM_SWAPPED))) {
+                if (run == 0) {
+                    run = addr + i * page;
+                }
+            } else if (run != 0) {
+                ucm_filewatch_raise(ctx, run, addr + i * page);
+                run = 0;
+            }
+        }
+    }
+    if (run != 0) {
+        ucm_filewatch_raise(ctx, run, end);
+    }
+}
+
+static void ucm_filewatch_report(const ucm_filemap_key_t *key)
+{
+    int saved_errno = errno;
+    ucm_filewatch_ctx_t ctx;
+
+    ctx.list = ucm_hook_enter(UCM_EVENT_VM_UNMAPPED);
+    if (ctx.list == NULL) {
+        return;
+    }
+    ctx.pagemap = (int)ucm_sys_open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    ucm_filemap_report_file(key, 0, UINT64_MAX, ucm_filewatch_range, &ctx);
+    if (ctx.pagemap >= 0) {
+        ucm_sys_close(ctx.pagemap);
+    }
+    ucm_hook_leave(saved_errno);
+}
+
+static void ucm_filewatch_report_all(void)
+{
+    ucm_filemap_key_t key;
+    unsigned i;
+    int wd;
+
+    for (i = 0; i < UCM_FILEWATCH_SLOTS; ++i) {
+        wd = __atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE);
+        if (wd > 0) {
+            key = ucm_filewatch_slots[i].key;
+            if (__atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE) ==
+                wd) {
+                ucm_filewatch_report(&key);
+            }
+        }
+    }
+}
+
+static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
+{
+    ucm_filemap_key_t key;
+    int slot;
+
+    if (ev->mask & IN_Q_OVERFLOW) {
+        ucm_filewatch_report_all(); /* events were lost */
+        *last_wd = -1;
+        return;
+    }
+    slot = ucm_filewatch_slot_find(ev->wd);
+    if (slot < 0) {
+        return;
+    }
+    if (ev->mask & IN_IGNORED) { /* the file is gone, or the watch */
+        __atomic_store_n(&ucm_filewatch_slots[slot].wd, UCM_FILEWATCH_GONE,
+                         __ATOMIC_RELEASE);
+        return;
+    }
+    if ((ev->mask & IN_MODIFY) && (ev->wd != *last_wd)) {
+        key = ucm_filewatch_slots[slot].key;
+        if ((ucm_filewatch_covered != NULL) &&
+            ucm_filemap_key_match(ucm_filewatch_covered, &key)) {
+            return; /* the hook of the call raises it */
+        }
+        ucm_filewatch_report(&key);
+        *last_wd = ev->wd; /* one report per file and batch */
+    }
+}
+
+void ucm_filewatch_drain(void)
+{
+    char buf[4096] __attribute__((aligned(8)));
+    int saved_errno = errno, last_wd = -1;
+    const struct inotify_event *ev;
+    long n, off;
+
+    while (ucm_filewatch_fd >= 0) {
+        n = ucm_sys_read(ucm_filewatch_fd, buf, sizeof(buf));
+        if (n <= 0) {
+            break;
+        }
+        for (off = 0; off + (long)sizeof(*ev) <= n;
+             off += sizeof(*ev) + ev->len) {
+            ev = (const struct inotify_event *)(buf + off);
+            ucm_filewatch_event(ev, &last_wd);
+        }
+    }
+    errno = saved_errno;
+}
+
+static void ucm_filewatch_signal(int signo, siginfo_t *info, void *uctx)
+{
+    ucm_filewatch_drain();
+}
+
+/* The child shares the instance (and its queue) with the parent, whose pid
+ * owns the signal: it stops watching. */
+static void ucm_filewatch_atfork_child(void)
+{
+    int fd = ucm_filewatch_fd;
+
+    ucm_filewatch_on = 0;
+    ucm_filewatch_fd = -1;
+    if (fd >= 0) {
+        ucm_sys_close(fd);
+    }
+}
+
+static int ucm_filewatch_enabled(void)
+{
+    const char *env = getenv("UCX_MEM_FILE_WATCH");
+
+    return (env != NULL) && ((env[0] == 'y') || (env[0] == 'Y') ||
+                             (env[0] == '1') || !strcmp(env, "on"));
+}
+
+static void UCS_F_CTOR ucm_filewatch_init(void)
+{
+    const char *sig_env = getenv("UCX_MEM_FILE_WATCH_SIGNAL");
+    int signo           = (sig_env != NULL) ? atoi(sig_env) : SIGRTMAX - 2;
+    struct sigaction sa;
+    int fd;
+
+    if (!ucm_filewatch_enabled()) {
+        return;
+    }
+    fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) {
+        ucm_warn("UCX_MEM_FILE_WATCH: inotify_init1: %s", strerror(errno));
+        return;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = ucm_filewatch_signal;
+    sa.sa_flags     = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if ((sigaction(signo, &sa, NULL) != 0) ||
+        (fcntl(fd, F_SETSIG, signo) != 0) ||
+        (fcntl(fd, F_SETOWN, getpid()) != 0) ||
+        (fcntl(fd, F_SETFL, O_NONBLOCK | O_ASYNC) != 0)) {
+        ucm_warn("UCX_MEM_FILE_WATCH: signal %d: %s", signo, strerror(errno));
+        close(fd);
+        return;
+    }
+    pthread_atfork(NULL, NULL, ucm_filewatch_atfork_child);
+    ucm_filewatch_fd = fd;
+    __atomic_store_n(&ucm_filewatch_on, 1, __ATOMIC_SEQ_CST);
+    ucm_debug("watching mapped shared files (inotify fd %d, signal %d)", fd,
+              signo);
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Pages of shared files removed by calls no hook sees (internal).
+ *
+ * An inline system call instruction, io_uring, or another process can
+ * truncate a file, punch a hole in it or MADV_REMOVE its pages while this
+ * process maps it; no code of libucm runs before the kernel drops the
+ * pages.  With UCX_MEM_FILE_WATCH=y, libucm watches every shared file it
+ * sees mapped (the mmap hook, with the descriptor; the shmat hook, through
+ * /proc/self/map_files) with one inotify instance.  The kernel queues
+ * IN_MODIFY for a size change of the file (any caller) and for writes and
+ * hole punches through descriptors that notify, and raises a real-time
+ * signal (O_ASYNC, F_SETSIG) at the process; its handler reads the events
+ * and raises VM_UNMAPPED for the pages of every mapping of the file (from
+ * the table of file mappings, ucm_filemap.h) that are no longer in the
+ * page table (/proc/self/pagemap): pages that a registration pinned and
+ * that the file dropped.
+ *
+ * Reports come after the pages went away.  The signal is process-directed:
+ * the kernel hands it to the main thread when that thread does not block
+ * it, so a call made on the main thread is reported before it returns to
+ * its caller; a call on another thread or in another process is reported
+ * when the main thread next runs (microseconds).  Not seen: hole punches
+ * through a descriptor the kernel does not notify for (memfd_create()'s own
+ * descriptor, on kernels that stopped notifying for pseudo files), files
+ * mapped behind libucm's back, and a forked child (it stops watching).
+ * Details: docs/internals-filemap.md.
+ *
+ * Contract: ucm_filewatch_on is 0 unless enabled at load time.  The add
+ * functions are hook context: no malloc, no lock, errno kept; each costs
+ * one inotify_add_watch() system call.
+ */
+#ifndef UCM_FILEWATCH_H_
+#define UCM_FILEWATCH_H_
+
+#include "ucm_filemap.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+extern int ucm_filewatch_on;
+
+/* A shared mapping of the regular file open as fd, described by st. */
+void ucm_filewatch_add_fd(int fd, const struct stat *st);
+
+/* SysV segment shmid attached at [addr, addr + size). */
+void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid);
+
+/* Set by a truncation hook around its call: the file whose removed pages
+ * the hook raises itself (the watch does not report it again when its
+ * signal arrives on this thread meanwhile).  NULL otherwise. */
+extern __thread const ucm_filemap_key_t *ucm_filewatch_covered
+    __attribute__((tls_model("initial-exec")));
+
+/* Read the queued events and report (what the signal handler does; for
+ * tests of the handler and for a caller that must not wait for the
+ * signal).  Signal-safe. */
+void ucm_filewatch_drain(void);
+
+#endif
