@@ -10,13 +10,18 @@
  *                 demo cache (no-op registration) taken through a miss, a
  *                 hit, a merge and an munmap, its counters checked and
  *                 printed with ucs_rcache_print_stats()
+ *   ucm_info -v   version, the libraries in use and the build configuration
  * Exit status: 0 if every enabled event works (and, with -r, the cache
  * counted what it did), 1 if not, 2 on usage.
  */
+#include "config.h"
+
 #include <ucm/api/ucm.h>
 #include <ucm/api/ucm_ext.h>
 #include <ucs/memory/rcache_ext.h>
+#include <ucs/type/status.h>
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -194,16 +199,43 @@ static int ucm_info_uffd(void)
     return (status == UCS_OK) ? 0 : 1;
 }
 
+/* The file a symbol was loaded from: which libucm and libucs run. */
+static const char *ucm_info_lib_path(void *symbol)
+{
+    Dl_info info;
+
+    if ((dladdr(symbol, &info) == 0) || (info.dli_fname == NULL)) {
+        return "?";
+    }
+    return info.dli_fname;
+}
+
+static void ucm_info_print_version(void)
+{
+    printf("# %s version %s (libucm: UCX 1.13 API and ABI)\n", PACKAGE_NAME,
+           PACKAGE_VERSION);
+    printf("# libucm: %s\n", ucm_info_lib_path((void *)ucm_set_event_handler));
+    printf("# libucs: %s\n", ucm_info_lib_path((void *)ucs_status_string));
+    printf("# built with: %s\n", UCM_BUILD_FEATURES);
+    printf("# configured with: %s\n", (UCM_BUILD_CONFIGURE_ARGS[0] != '\0')
+                                          ? UCM_BUILD_CONFIGURE_ARGS
+                                          : "(no arguments)");
+}
+
 static void ucm_info_usage(const char *argv0)
 {
     fprintf(stderr,
-            "Usage: %s [-c] [-e] [-a] [-r] [-h]\n"
+            "Usage: %s [-c] [-e] [-a] [-r] [-v] [-h]\n"
             "  -c  print the effective UCX_MEM_* configuration\n"
             "  -e  install the hooks and self-test every memory event\n"
             "  -a  both (default)\n"
             "  -r  print the UCX_RCACHE_* configuration, run a demo "
             "registration\n"
-            "      cache and print its statistics\n",
+            "      cache and print its statistics\n"
+            "  -v  print the version, the libraries in use and the build "
+            "configuration\n"
+            "Exit status: 0 all checks passed, 1 a check failed, 2 usage "
+            "error\n",
             argv0);
 }
 
@@ -211,12 +243,13 @@ int main(int argc, char **argv)
 {
     int print_config = 0, self_test = 0, rcache = 0, c, ret = 0;
 
-    while ((c = getopt(argc, argv, "ceahr")) != -1) {
+    while ((c = getopt(argc, argv, "ceahrv")) != -1) {
         switch (c) {
         case 'r': rcache = 1; break;
         case 'c': print_config = 1; break;
         case 'e': self_test = 1; break;
         case 'a': print_config = self_test = 1; break;
+        case 'v': ucm_info_print_version(); return 0;
         case 'h': ucm_info_usage(argv[0]); return 0;
         default: ucm_info_usage(argv[0]); return 2;
         }
