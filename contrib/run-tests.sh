@@ -14,6 +14,9 @@
 #      every *_locked function)
 #   3. the suite under valgrind (memcheck)
 #   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
+#   4a. make install to /usr/local beside Debian's UCX and Open MPI, in a
+#      throwaway root: their tools run on it (contrib/install-check.sh, root,
+#      about 40 s; skipped with the reason otherwise)
 #   4b. UCX 1.13.1's GPU module libucm_cuda on our libucm, built from
 #      Debian's source against a test-only fake CUDA toolkit
 #      (contrib/ucx-cuda-module.sh; not with --quick; SKIP_UCX_CUDA_MODULE=1
@@ -110,6 +113,16 @@ if [ $quick -eq 0 ]; then
     stage "valgrind" make -C "$top/build" check-valgrind
 fi
 stage "tools smoke (ucm_info, benchmark)" tools_smoke
+
+# make install beside Debian's UCX (stage 4a above); exit 77 is a missing
+# prerequisite, reported as a skip.
+install_check() {
+    local rc=0
+    "$top/contrib/install-check.sh" "$top/build" || rc=$?
+    [ $rc -eq 77 ] && return 0
+    return $rc
+}
+stage "make install beside Debian's UCX (throwaway root)" install_check
 
 # exit status 77 of the script: a prerequisite is missing (it said which)
 ucx_cuda_module() {
