@@ -23,8 +23,9 @@
 #   4. Open MPI: mpirun -np 2 of test/mpi/mpi_vm_reuse over pml ucx (posix,
 #      self): the receiver checks every message's contents after the sender's
 #      buffer was unmapped and replaced (munmap, free, shmdt, brk)
-#   5. our installed tools (ucm_info -v, ucm_info -e) and a program built
-#      with `pkg-config --cflags --libs ucs` against our headers
+#   5. our installed tools (ucm_info -v, ucm_info -e, ucm-run --print), their
+#      man pages, and a program built with `pkg-config --cflags --libs ucs`
+#      against our headers
 # Exit status: 0 all passed, 1 a check failed, 77 a prerequisite is missing
 # (not root, no unshare, Debian's UCX tools not installed): it says which.
 set -euo pipefail
@@ -234,6 +235,21 @@ if /usr/local/bin/ucm_info -e >"$work/ucm_info.log" 2>&1; then
 else
     bad "ucm_info -e failed"
     tail -5 "$work/ucm_info.log"
+fi
+if out=$(/usr/local/bin/ucm-run --print 2>&1) && [ "$out" = /usr/local/lib/libucm.so.0 ]; then
+    ok "ucm-run --print: $out"
+else
+    bad "ucm-run --print: $out"
+fi
+missing=""
+for m in man1/ucm_info.1 man1/ucm-run.1 man1/ucm_bench_hooks.1 man1/ucm_bench_uffd.1 \
+    man1/ucs_bench_rcache.1 man7/ucm-env.7; do
+    [ -f "/usr/local/share/man/$m" ] || missing="$missing $m"
+done
+if [ -z "$missing" ]; then
+    ok "man pages installed: $(cd /usr/local/share/man && echo man1/*.1 man7/*.7)"
+else
+    bad "man pages missing in /usr/local/share/man:$missing"
 fi
 if command -v cc >/dev/null && command -v pkg-config >/dev/null; then
     cat >"$work/app.c" <<'EOF'
