@@ -100,7 +100,7 @@ fi
 
 echo "--- make install (prefix /usr/local)"
 if ! make -C "$build" install >"$work/install.log" 2>&1; then
-    tail -20 "$work/install.log"
+    tail -n 20 "$work/install.log"
     echo "  FAILED: make install"
     exit 1
 fi
@@ -151,7 +151,7 @@ ucs_paths=$(ldconfig -p | awk '$1 == "libucs.so.0" {print $NF}')
 if [ -n "$ucs_paths" ] && ! grep -q '^/usr/local' <<<"$ucs_paths"; then
     ok "loader cache: libucs.so.0 -> $(paste -sd " " <<<"$ucs_paths")"
 else
-    bad "loader cache: libucs.so.0 -> ${ucs_paths:-nothing}"
+    bad "loader cache: libucs.so.0 -> $(paste -sd " " <<<"${ucs_paths:-nothing}")"
 fi
 for l in libucs_mh.so.0 libucm.so.0; do
     p=$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')
@@ -195,11 +195,11 @@ if UCX_TLS=posix,self UCM_STATS=y timeout 60 ucx_perftest 127.0.0.1 -p $port \
         ok "ucx_perftest tag_bw 1 MiB: $(grep -m1 '^Final' "$work/pf-client.log" | awk '{print $(NF-2), "MB/s"}'); libucs's handlers in our libucm"
     else
         bad "ucx_perftest ran, but our libucm reported no libucs handler (UCM_STATS)"
-        tail -5 "$work/pf-client.log"
+        tail -n 5 "$work/pf-client.log"
     fi
 else
     bad "ucx_perftest tag_bw (UCX_TLS=posix,self) failed"
-    tail -5 "$work/pf-client.log" "$work/pf-server.log"
+    tail -n 5 "$work/pf-client.log" "$work/pf-server.log"
     kill $server 2>/dev/null || true
 fi
 
@@ -221,7 +221,7 @@ elif timeout 120 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_de
     fi
 else
     bad "mpirun -np 2 mpi_vm_reuse failed"
-    tail -10 "$work/mpi.log"
+    tail -n 10 "$work/mpi.log"
 fi
 
 echo "--- 5. our tools and headers"
@@ -234,7 +234,7 @@ if /usr/local/bin/ucm_info -e >"$work/ucm_info.log" 2>&1; then
     ok "ucm_info -e: every event arrived"
 else
     bad "ucm_info -e failed"
-    tail -5 "$work/ucm_info.log"
+    tail -n 5 "$work/ucm_info.log"
 fi
 if out=$(/usr/local/bin/ucm-run --print 2>&1) && [ "$out" = /usr/local/lib/libucm.so.0 ]; then
     ok "ucm-run --print: $out"
