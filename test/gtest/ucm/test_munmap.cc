@@ -4,6 +4,7 @@
  * reported by VM_UNMAPPED before the change.
  */
 #include "common/ucm_test.h"
+#include "rawsys.h"
 
 #include <errno.h>
 #include <string.h>
@@ -49,7 +50,7 @@ TEST_F(Oracle, DetectsUnreportedUnmap)
     ASSERT_TRUE(p != NULL);
     ASSERT_EQ(4u, oracle::watch(p, len));
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, p, len)); /* invisible to any hook */
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, len)); /* invisible to any hook */
     oracle_stats s = oracle::check();
     EXPECT_EQ(4u, s.changed);
     EXPECT_EQ(4u, s.uncovered);

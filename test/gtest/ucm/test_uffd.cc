@@ -11,6 +11,7 @@
  * ucm_uffd_drain_wait() returned, not the page oracle's "before the change".
  */
 #include "common/ucm_test.h"
+#include "rawsys.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -152,8 +153,8 @@ TEST_F(Uffd, Query)
     EXPECT_NE(nullptr, strstr(info.reason, "active")) << info.reason;
 }
 
-/* syscall(SYS_munmap) of part of a subscribed range: exactly that part is
- * reported, the pages are gone, the rest stays subscribed. */
+/* A raw munmap (a syscall instruction) of part of a subscribed range: exactly
+ * that part is reported, the pages are gone, the rest stays subscribed. */
 TEST_F(Uffd, RawMunmap)
 {
     const size_t ps = page_size();
@@ -163,7 +164,7 @@ TEST_F(Uffd, RawMunmap)
     ASSERT_EQ(UCS_OK, uffd_sub(p + 2 * ps, 12 * ps));
     uint64_t old_pfn = pfn(p + 4 * ps);
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, p + 4 * ps, 4 * ps));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p + 4 * ps, 4 * ps));
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p + 4 * ps, 4 * ps));
@@ -173,7 +174,7 @@ TEST_F(Uffd, RawMunmap)
     /* an unsubscribed range is not reported by uffd */
     oracle::reset();
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, p, ps));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, ps));
     settle();
     oracle::disarm();
     EXPECT_TRUE(oracle::events(UCM_EVENT_VM_UNMAPPED, p, ps).empty());
@@ -181,7 +182,7 @@ TEST_F(Uffd, RawMunmap)
     /* the remaining subscribed pages still are */
     oracle::reset();
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, p + 10 * ps, 2 * ps));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p + 10 * ps, 2 * ps));
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p + 10 * ps, 2 * ps));
@@ -190,7 +191,7 @@ TEST_F(Uffd, RawMunmap)
     ucm_orig_munmap(p, 16 * ps);
 }
 
-/* syscall(SYS_mremap) moving a subscribed range: the old range is
+/* A raw mremap moving a subscribed range: the old range is
  * reported; the pages (frames) now live at the target. */
 TEST_F(Uffd, RawMremap)
 {
@@ -203,8 +204,9 @@ TEST_F(Uffd, RawMremap)
     uint64_t old_pfn = pfn(p);
     p[0]             = 42;
     oracle::arm();
-    void *ret = (void *)syscall(SYS_mremap, p, 4 * ps, 4 * ps,
-                                (long)(MREMAP_MAYMOVE | MREMAP_FIXED), target);
+    void *ret =
+        (void *)ucmt_rawsys(SYS_mremap, p, 4 * ps, 4 * ps,
+                            (long)(MREMAP_MAYMOVE | MREMAP_FIXED), target);
     ASSERT_EQ((void *)target, ret) << strerror(errno);
     settle();
     oracle::disarm();
@@ -216,7 +218,7 @@ TEST_F(Uffd, RawMremap)
     ucm_orig_munmap(target, 4 * ps);
 }
 
-/* syscall(SYS_madvise, MADV_DONTNEED): reported; the next touch gets a new
+/* A raw madvise(MADV_DONTNEED): reported; the next touch gets a new
  * zero page and does not hang (write-protect registration never faults). */
 TEST_F(Uffd, RawMadviseDontneed)
 {
@@ -228,7 +230,7 @@ TEST_F(Uffd, RawMadviseDontneed)
     memset(p, 7, 4 * ps);
     uint64_t old_pfn = pfn(p + ps);
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_madvise, p + ps, 2 * ps, MADV_DONTNEED));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_madvise, p + ps, 2 * ps, MADV_DONTNEED));
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p + ps, 2 * ps));
@@ -260,7 +262,7 @@ UCMT_CHILD_SCENARIO(uffd_missing_fault)
         printf("subscribe failed\n");
         return 3;
     }
-    syscall(SYS_madvise, p, 4 * ps, MADV_DONTNEED);
+    ucmt_rawsys(SYS_madvise, p, 4 * ps, MADV_DONTNEED);
     ucm_uffd_drain_wait();
     unsigned long faults = uffd_info().faults;
     int sum              = p[0] + p[ps]; /* read faults */
@@ -402,7 +404,7 @@ TEST_F(Uffd, Fork)
         if (info.active) {
             _exit(10);
         }
-        if (syscall(SYS_munmap, p, ps) != 0) { /* not registered: no wait */
+        if (ucmt_rawsys(SYS_munmap, p, ps) != 0) { /* not registered: no wait */
             _exit(11);
         }
         oracle::reset();
@@ -417,7 +419,7 @@ TEST_F(Uffd, Fork)
         }
         oracle::reset();
         oracle::arm();
-        syscall(SYS_munmap, p + 2 * ps, 2 * ps);
+        ucmt_rawsys(SYS_munmap, p + 2 * ps, 2 * ps);
         ucm_uffd_drain_wait();
         oracle::disarm();
         _exit(reported_exactly(p + 2 * ps, 2 * ps) ? 0 : 14);
@@ -432,7 +434,7 @@ TEST_F(Uffd, Fork)
     EXPECT_EQ(events, uffd_info().events);
 
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, p, 8 * ps));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, 8 * ps));
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p, 8 * ps));
@@ -468,7 +470,7 @@ TEST_F(Uffd, DedupAndIdleSpans)
 
     /* still reported; the unmap ends the registration and the span */
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, p, 8 * ps));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, 8 * ps));
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(p, 8 * ps));
@@ -505,7 +507,7 @@ TEST_F(Uffd, GrainWidensRegistration)
     EXPECT_EQ(info.spans, uffd_info().spans);
 
     oracle::arm();
-    ASSERT_EQ(0, syscall(SYS_munmap, block + 5 * ps, ps)); /* a neighbour */
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, block + 5 * ps, ps)); /* a neighbour */
     settle();
     oracle::disarm();
     EXPECT_TRUE(reported_exactly(block + 5 * ps, ps));
@@ -547,16 +549,17 @@ TEST_F(Uffd, ResubscribeRightAfterReplace)
         ASSERT_EQ(UCS_OK, uffd_sub(b, ps));
         ASSERT_EQ(UCS_OK, uffd_sub(a, 4 * ps));
         slow_addr = (uintptr_t)b;
-        ASSERT_EQ(0, syscall(SYS_munmap, b, ps)); /* dispatcher sleeps */
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, b, ps)); /* dispatcher sleeps */
         /* new pages over a's (an unmap, no moment of a hole) */
-        ASSERT_EQ((long)a, syscall(SYS_mmap, (long)a, (long)(4 * ps), (long)RW,
-                                   (long)(ANON_FLAGS | MAP_FIXED), -1l, 0l));
+        ASSERT_EQ((long)a,
+                  ucmt_rawsys(SYS_mmap, (long)a, (long)(4 * ps), (long)RW,
+                              (long)(ANON_FLAGS | MAP_FIXED), -1l, 0l));
         ASSERT_EQ(UCS_OK, uffd_sub(a, 4 * ps));
         memset(a, 1, 4 * ps);
         settle(); /* the replacement's own report is not the one we want */
         oracle::reset();
         oracle::arm();
-        ASSERT_EQ(0, syscall(SYS_madvise, a, 4 * ps, MADV_DONTNEED));
+        ASSERT_EQ(0, ucmt_rawsys(SYS_madvise, a, 4 * ps, MADV_DONTNEED));
         settle();
         oracle::disarm();
         missed += !reported_exactly(a, 4 * ps);
@@ -622,7 +625,7 @@ TEST_F(Uffd, TwoThreadStress)
         ASSERT_EQ(UCS_OK, uffd_sub(a, 4 * ps));
         oracle::reset();
         oracle::arm();
-        ASSERT_EQ(0, syscall(SYS_munmap, a, 4 * ps));
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, a, 4 * ps));
         ucm_uffd_drain_wait();
         oracle::disarm();
         missed += !reported_exactly(a, 4 * ps);
@@ -732,7 +735,7 @@ UCMT_CHILD_SCENARIO(uffd_user_mode_only)
         return 5;
     }
     unsigned long events = uffd_info().events;
-    syscall(SYS_munmap, p, 2 * ps);
+    ucmt_rawsys(SYS_munmap, p, 2 * ps);
     ucm_uffd_drain_wait();
     return (uffd_info().events == events + 1) ? 0 : 6;
 }
