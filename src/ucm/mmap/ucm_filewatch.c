@@ -40,7 +40,12 @@ typedef struct {
     int pagemap; /* /proc/self/pagemap, or < 0: report whole ranges */
 } ucm_filewatch_ctx_t;
 
+/* Files watched already (by inode, direct-mapped): a shared file mapped
+ * again costs no inotify_add_watch().  An entry goes with IN_IGNORED. */
+#define UCM_FILEWATCH_SEEN 256
+
 int ucm_filewatch_on;
+static ucm_filemap_key_t ucm_filewatch_seen[UCM_FILEWATCH_SEEN];
 __thread const ucm_filemap_key_t *ucm_filewatch_covered
     __attribute__((tls_model("initial-exec")));
 static int ucm_filewatch_fd = -1;
@@ -94,16 +99,35 @@ static int ucm_filewatch_slot_find(int wd)
     return -1;
 }
 
+static ucm_filemap_key_t *ucm_filewatch_seen_slot(const ucm_filemap_key_t *key)
+{
+    return &ucm_filewatch_seen[(key->ino ^ (key->ino >> 8) ^ key->kind) &
+                               (UCM_FILEWATCH_SEEN - 1)];
+}
+
+/* Racy by design: a torn entry only costs one more inotify_add_watch(). */
+static int ucm_filewatch_seen_has(const ucm_filemap_key_t *key)
+{
+    ucm_filemap_key_t seen = *ucm_filewatch_seen_slot(key);
+
+    return (seen.kind == key->kind) && (seen.ino == key->ino) &&
+           (seen.dev == key->dev);
+}
+
 static void ucm_filewatch_add_path(const char *path,
                                    const ucm_filemap_key_t *key)
 {
     int saved_errno = errno;
     long wd;
 
+    if (ucm_filewatch_seen_has(key)) {
+        return;
+    }
     wd = ucm_sys_syscall6(SYS_inotify_add_watch, ucm_filewatch_fd, (long)path,
                           IN_MODIFY, 0, 0, 0);
     if (wd > 0) {
         ucm_filewatch_slot_add((int)wd, key);
+        *ucm_filewatch_seen_slot(key) = *key;
     }
     errno = saved_errno;
 }
@@ -265,6 +289,10 @@ static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
         return;
     }
     if (ev->mask & IN_IGNORED) { /* the file is gone, or the watch */
+        key = ucm_filewatch_slots[slot].key;
+        if (ucm_filewatch_seen_has(&key)) {
+            memset(ucm_filewatch_seen_slot(&key), 0, sizeof(key));
+        }
         __atomic_store_n(&ucm_filewatch_slots[slot].wd, UCM_FILEWATCH_GONE,
                          __ATOMIC_RELEASE);
         return;

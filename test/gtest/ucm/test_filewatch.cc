@@ -402,8 +402,9 @@ class Filewatch : public ::testing::Test
         if (r.started && !r.timed_out && WIFEXITED(r.status) &&
             (WEXITSTATUS(r.status) == FW_NO_NOTIFY)) {
             GTEST_SKIP() << "this kernel queues no inotify event for the "
-                            "call (pseudo files such as memfd_create()'s "
-                            "descriptor do not notify since Linux 6.14)";
+                            "call (pseudo files, such as the descriptor of "
+                            "memfd_create(), do not notify on recent "
+                            "kernels)";
         }
         EXPECT_TRUE(r.exited_ok())
             << "3: setup, 4: handler, 5: watch, 6: op, 7: fewer pages "
