@@ -63,18 +63,14 @@ static inline int ucs_rcache_region_valid(const ucs_rcache_region_t *region)
              UCS_RCACHE_REGION_FLAG_INVALID)) == UCS_RCACHE_REGION_FLAG_PGTABLE;
 }
 
-/* From the header's copy of the range: the same cache line as refcount,
- * prot and flags (see ucs_rcache_region_hdr_t). */
-static inline int ucs_rcache_region_covers(const ucs_rcache_t *rcache,
-                                           const ucs_rcache_region_t *region,
+static inline int ucs_rcache_region_covers(const ucs_rcache_region_t *region,
                                            ucs_pgt_addr_t start,
                                            ucs_pgt_addr_t end, int prot)
 {
-    const ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
-
     /* one branch for the caller: with random requests the outcome of each
      * compare alone is a coin toss */
-    return (start >= hdr->start) & (end <= hdr->end) & !(prot & ~region->prot);
+    return (start >= region->super.start) & (end <= region->super.end) &
+           !(prot & ~region->prot);
 }
 
 /* A reference taken only from a non-zero count (0: the region is being
@@ -101,13 +97,12 @@ static inline int ucs_rcache_region_confirm(ucs_rcache_t *rcache,
                                             ucs_pgt_addr_t start,
                                             ucs_pgt_addr_t end, int prot)
 {
-    if (ucs_unlikely(
-            !ucs_rcache_region_valid(region) ||
-            !ucs_rcache_region_covers(rcache, region, start, end, prot))) {
+    if (ucs_unlikely(!ucs_rcache_region_valid(region) ||
+                     !ucs_rcache_region_covers(region, start, end, prot))) {
         return 0;
     }
-    if (!ucs_rcache_region_hdr(rcache, region)->referenced) {
-        ucs_rcache_region_hdr(rcache, region)->referenced = 1;
+    if (!region->lru_flags) { /* referenced, see ucs_rcache_region_priv_t */
+        region->lru_flags = 1;
     }
     return 1;
 }
@@ -281,8 +276,7 @@ static UCS_F_NOINLINE ucs_status_t ucs_rcache_get_indexed(
 
     region =
         (ucs_rcache_region_t *)ucs_range_index_find_racy(&rcache->index, start);
-    if ((region != NULL) &&
-        (ucs_rcache_region_hdr(rcache, region)->start > start)) {
+    if ((region != NULL) && (region->super.start > start)) {
         /* the first range ending above start begins after it: a miss
          * (read without a reference: a changed range only sends the
          * request to the locked lookup), no reference taken and put */
@@ -570,7 +564,8 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
 
     ucs_rcache_lock(rcache);
     if (comp != NULL) {
-        ucs_list_add_tail(&region->comp_list, &comp->link);
+        comp->next = ucs_rcache_region_priv(region)->comps;
+        ucs_rcache_region_priv(region)->comps = comp;
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);

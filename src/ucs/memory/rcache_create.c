@@ -135,7 +135,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     }
     rcache->params         = *params;
     rcache->hot.align_mask = params->alignment - 1;
-    rcache->hot.hdr_offset = (params->region_struct_size + 7) & ~(size_t)7;
+    rcache->hot.stride     = (params->region_struct_size + 7) & ~(size_t)7;
     rcache->hot.self       = rcache;
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,

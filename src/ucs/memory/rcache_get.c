@@ -8,6 +8,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* madvise(MADV_COLLAPSE), Linux 6.1; older kernels refuse it (EINVAL) */
+#ifdef MADV_COLLAPSE
+#define UCS_RCACHE_MADV_COLLAPSE MADV_COLLAPSE
+#else
+#define UCS_RCACHE_MADV_COLLAPSE 25
+#endif
 
 /* Registrations redone because their range was unmapped meanwhile. */
 #define UCS_RCACHE_INFLIGHT_RETRIES 16
@@ -126,60 +134,102 @@ static ucs_rcache_region_t *ucs_rcache_spare_pop(ucs_rcache_t *rcache)
     return region;
 }
 
-/* Bytes of one region with its header, a whole number of cache lines
- * (regions start on a line, see ucs_rcache_region_hdr_t). */
-static size_t ucs_rcache_region_stride(ucs_rcache_t *rcache)
-{
-    return (rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t) + 63) &
-           ~(size_t)63;
-}
+/* A block of regions starts with this (a whole cache line).  Regions are
+ * carved from the newest block one at a time, when the pool has none: a
+ * page of a block costs memory once a region on it is used. */
+typedef struct ucs_rcache_slab {
+    struct ucs_rcache_slab *next;
+    size_t size;     /* bytes, this header included; 0: from malloc */
+    unsigned count;  /* regions it holds */
+    unsigned carved; /* regions handed out so far */
+} __attribute__((aligned(64))) ucs_rcache_slab_t;
 
-/* A new block of regions: the first is returned, the others go to the
- * pool.  Blocks stay until destroy (lock-free lookups may read any region
- * at any time).  Registration path (reg_lock held, not the spinlock). */
-static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
+/* A big cache's block: a huge page, on small pages while regions are
+ * carved from it (a huge page would cost its 2 MiB at the first), made
+ * one huge page once full (regions are read at random from then on). */
+static ucs_rcache_slab_t *ucs_rcache_slab_huge(ucs_rcache_t *rcache)
 {
-    size_t stride     = ucs_rcache_region_stride(rcache);
-    unsigned nregions = UCS_RCACHE_SLAB_REGIONS;
-    ucs_rcache_region_t *region;
-    char *slab;
-    unsigned i;
+    ucs_rcache_slab_t *slab = ucs_rcache_huge_alloc(0, UCS_RCACHE_HUGE_PAGE);
 
-    if ((rcache->live_regions * stride >= UCS_RCACHE_HUGE_PAGE) &&
-        (UCS_RCACHE_SLAB_REGIONS * stride <= UCS_RCACHE_HUGE_PAGE - 64)) {
-        /* a big cache: regions are read at random, a huge page of them */
-        nregions = (UCS_RCACHE_HUGE_PAGE - 64) / stride;
-        slab     = ucs_rcache_huge_alloc(UCS_RCACHE_HUGE_PAGE);
-    } else if (posix_memalign((void **)&slab, 64,
-                              64 + UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
-        slab = NULL;
-    }
     if (slab == NULL) {
         return NULL;
     }
-    ucs_rcache_lock(rcache);
-    *(void **)slab = rcache->slabs;
-    rcache->slabs  = slab;
-    for (i = 1; i < nregions; ++i) {
-        region = (ucs_rcache_region_t *)(slab + 64 + i * stride);
-        /* refcount 0: never taken; an empty range: never covers */
-        memset(region, 0,
-               rcache->hot.hdr_offset + sizeof(ucs_rcache_region_hdr_t));
-        ucs_list_add_tail(&rcache->pool, &region->tmp_list);
+#ifdef MADV_NOHUGEPAGE
+    (void)madvise(slab, UCS_RCACHE_HUGE_PAGE, MADV_NOHUGEPAGE);
+#endif
+    slab->size  = UCS_RCACHE_HUGE_PAGE;
+    slab->count = (UCS_RCACHE_HUGE_PAGE - sizeof(*slab)) / rcache->hot.stride;
+    return slab;
+}
+
+/* Every region of a huge block is carved: onto a huge page now (a
+ * synchronous collapse where the kernel has one, else the advice). */
+static void ucs_rcache_slab_full(ucs_rcache_slab_t *slab)
+{
+#ifdef MADV_HUGEPAGE
+    if (slab->size == UCS_RCACHE_HUGE_PAGE) {
+        (void)madvise(slab, slab->size, MADV_HUGEPAGE);
+        (void)madvise(slab, slab->size, UCS_RCACHE_MADV_COLLAPSE);
     }
-    ++rcache->live_regions; /* the one returned */
+#endif
+}
+
+/* A region never used before: carved from the newest block, else from a
+ * new one (zeroed: refcount 0, never taken; an empty range, never
+ * covers).  Blocks stay until destroy (lock-free lookups may read any
+ * region at any time).  Registration path (reg_lock held, not the
+ * spinlock). */
+static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
+{
+    size_t stride           = rcache->hot.stride;
+    ucs_rcache_slab_t *slab = rcache->slabs, *added = NULL;
+    ucs_rcache_region_t *region;
+
+    if ((slab == NULL) || (slab->carved == slab->count)) {
+        if ((rcache->live_regions * stride >= UCS_RCACHE_HUGE_PAGE) &&
+            (UCS_RCACHE_SLAB_REGIONS * stride <=
+             UCS_RCACHE_HUGE_PAGE - sizeof(*slab))) {
+            slab = ucs_rcache_slab_huge(rcache);
+        } else if (posix_memalign((void **)&slab, 64,
+                                  sizeof(*slab) +
+                                      UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
+            slab = NULL;
+        } else {
+            memset(slab, 0, sizeof(*slab) + UCS_RCACHE_SLAB_REGIONS * stride);
+            slab->count = UCS_RCACHE_SLAB_REGIONS;
+        }
+        if (slab == NULL) {
+            return NULL;
+        }
+        added = slab;
+    }
+    region =
+        (ucs_rcache_region_t *)((char *)(slab + 1) + slab->carved * stride);
+    if (++slab->carved == slab->count) {
+        ucs_rcache_slab_full(slab);
+    }
+    ucs_rcache_lock(rcache);
+    if (added != NULL) {
+        added->next   = rcache->slabs;
+        rcache->slabs = added;
+    }
+    ++rcache->live_regions;
     ucs_rcache_unlock(rcache);
-    return (ucs_rcache_region_t *)(slab + 64);
+    return region;
 }
 
 /* Free every block (destroy, no region in use). */
 void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
 {
-    void *slab, *next;
+    ucs_rcache_slab_t *slab, *next;
 
     for (slab = rcache->slabs; slab != NULL; slab = next) {
-        next = *(void **)slab;
-        free(slab);
+        next = slab->next;
+        if (slab->size != 0) {
+            ucs_rcache_huge_free(slab, 0, slab->size);
+        } else {
+            free(slab);
+        }
     }
     rcache->slabs = NULL;
     ucs_list_head_init(&rcache->pool);
@@ -192,7 +242,6 @@ static ucs_rcache_region_t *
 ucs_rcache_region_alloc(ucs_rcache_t *rcache, ucs_rcache_region_t *recycled)
 {
     ucs_rcache_region_t *region = recycled;
-    ucs_rcache_region_hdr_t *hdr;
 
     if (region == NULL) {
         region = ucs_rcache_slab_alloc(rcache);
@@ -201,10 +250,8 @@ ucs_rcache_region_alloc(ucs_rcache_t *rcache, ucs_rcache_region_t *recycled)
         }
     }
     /* refcount is 0 and stays 0: racing lookups cannot take it */
-    hdr = ucs_rcache_region_hdr(rcache, region);
-    memset(region, 0, rcache->hot.hdr_offset + sizeof(*hdr));
-    ucs_list_head_init(&region->comp_list);
-    hdr->fork_gen = rcache->fork_gen;
+    memset(region, 0, rcache->hot.stride);
+    ucs_rcache_region_priv(region)->fork_gen = rcache->fork_gen;
     return region;
 }
 
@@ -215,12 +262,10 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
 {
     ucs_status_t status;
 
-    region->super.start                          = span->start;
-    region->super.end                            = span->end;
-    ucs_rcache_region_hdr(rcache, region)->start = span->start;
-    ucs_rcache_region_hdr(rcache, region)->end   = span->end;
-    region->prot                                 = span->prot;
-    region->status                               = UCS_INPROGRESS;
+    region->super.start = span->start;
+    region->super.end   = span->end;
+    region->prot        = span->prot;
+    region->status      = UCS_INPROGRESS;
 
     /* only the registration path (reg_lock held) writes the range */
     if (!rcache->inflight.active || (rcache->inflight.start != span->start) ||
@@ -320,14 +365,14 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     }
     rcache->stats.merges += merged;
 
-    region->flags |= UCS_RCACHE_REGION_FLAG_PGTABLE;
-    ucs_rcache_region_hdr(rcache, region)->referenced = 0;
+    region->flags |=
+        UCS_RCACHE_REGION_FLAG_PGTABLE | UCS_RCACHE_REGION_FLAG_IN_LRU;
+    region->lru_flags = 0; /* not referenced */
     /* the index and the caller; from now on lookups may take it */
     ucs_rcache_atomic_store(&region->refcount, 2);
-    ucs_rcache_region_hdr(rcache, region)->leaf =
+    ucs_rcache_region_priv(region)->leaf =
         ucs_range_index_insert(index, &region->super);
     ucs_list_add_tail(&rcache->lru, &region->lru_list);
-    region->lru_flags |= UCS_RCACHE_LRU_FLAG_IN_LRU;
     rcache->num_regions++;
     rcache->total_size += ucs_rcache_region_size(region);
     rcache->stats.misses++;
@@ -431,7 +476,8 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         if (status != UCS_OK) {
             goto err_recycle;
         }
-        if ((2 * nregions) > rcache->hot.hints->mask + 1) {
+        if ((UCS_RCACHE_HINTS_PER_REGION * nregions) >
+            rcache->hot.hints->mask + 1) {
             ucs_rcache_hints_grow(rcache, nregions);
         }
         region = ucs_rcache_region_alloc(rcache, recycled);

@@ -7,30 +7,43 @@
  */
 #include "rcache_int.h"
 
-#include <stdlib.h>
-#include <string.h>
+#include <stddef.h>
 
+#define UCS_RCACHE_HINTS_HEAD offsetof(ucs_rcache_hints_t, entry)
+
+static size_t ucs_rcache_hints_bytes(unsigned shift)
+{
+    return sizeof(ucs_rcache_region_t *) << shift;
+}
+
+/* Every table is mapped by the system: zero, and costs memory only where
+ * lookups write (from the heap a table would be cleared, and a table
+ * retired early would keep all of it).  A big one is read at random by
+ * every hit of a big cache: its entries go on huge pages, its header on
+ * the small page before them (written at once; on the first huge page it
+ * would make that page before any lookup wrote there). */
 static ucs_rcache_hints_t *ucs_rcache_hints_alloc(unsigned shift)
 {
-    size_t size =
-        sizeof(ucs_rcache_hints_t) + (sizeof(ucs_rcache_region_t *) << shift);
     ucs_rcache_hints_t *hints;
+    char *block;
 
-    if (size < UCS_RCACHE_HUGE_PAGE) {
-        hints = calloc(1, size);
-    } else {
-        /* read at random by every hit of a big cache: on huge pages (all
-         * of it touched now, as lookups would soon) */
-        hints = ucs_rcache_huge_alloc(size);
-        if (hints != NULL) {
-            memset(hints, 0, size);
-        }
+    block = ucs_rcache_huge_alloc(ucs_rcache_page_size,
+                                  ucs_rcache_hints_bytes(shift));
+    if (block == NULL) {
+        return NULL;
     }
-    if (hints != NULL) {
-        hints->shift = shift;
-        hints->mask  = (1ul << shift) - 1;
-    }
+    hints        = (ucs_rcache_hints_t *)(block + ucs_rcache_page_size -
+                                   UCS_RCACHE_HINTS_HEAD);
+    hints->shift = shift;
+    hints->mask  = (1ul << shift) - 1;
     return hints;
+}
+
+static void ucs_rcache_hints_free_one(ucs_rcache_hints_t *hints)
+{
+    ucs_rcache_huge_free(
+        (char *)hints + UCS_RCACHE_HINTS_HEAD - ucs_rcache_page_size,
+        ucs_rcache_page_size, ucs_rcache_hints_bytes(hints->shift));
 }
 
 ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache)
@@ -49,7 +62,7 @@ void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions)
     unsigned shift          = old->shift;
 
     while ((shift < UCS_RCACHE_HINTS_MAX_SHIFT) &&
-           ((2 * regions) >> shift) != 0) {
+           ((UCS_RCACHE_HINTS_PER_REGION * regions) >> shift) != 0) {
         ++shift;
     }
     if (shift == old->shift) {
@@ -72,7 +85,7 @@ void ucs_rcache_hints_free(ucs_rcache_t *rcache)
 
     for (hints = rcache->hot.hints; hints != NULL; hints = next) {
         next = hints->retired;
-        free(hints);
+        ucs_rcache_hints_free_one(hints);
     }
     rcache->hot.hints = NULL;
 }

@@ -55,10 +55,12 @@
  * huge page of regions: blocks of a huge page), freed at destroy. */
 #define UCS_RCACHE_SLAB_REGIONS 64
 
-/* Private region flags (next to UCS_RCACHE_REGION_FLAG_*). */
+/* Private region flags (next to UCS_RCACHE_REGION_FLAG_*), written under
+ * the lock or before the region is in the index. */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK                                        \
     UCS_BIT(6) /* pages counted MADV_DONTFORK */
+#define UCS_RCACHE_REGION_FLAG_IN_LRU UCS_BIT(7) /* on rcache->lru */
 
 /* UCX_RCACHE_DONTFORK values */
 enum {
@@ -67,26 +69,34 @@ enum {
     UCS_RCACHE_DONTFORK_AUTO
 };
 
-/* Hidden header right after every region (region_struct_size rounded up
- * to 8 bytes).  With a plain ucs_rcache_region_t the region and its header
- * fill two cache lines, and the second holds everything a hit reads and
- * writes: refcount, prot, flags, and here the range and referenced. */
-typedef struct ucs_rcache_region_hdr {
-    ucs_pgt_addr_t start, end; /* super.start/end, set before insertion */
-    unsigned fork_gen;         /* cache fork generation at registration */
-    uint16_t npfn;             /* page frames recorded (CHECK_PFN) */
-    uint8_t referenced;        /* hit since last LRU pass (second chance) */
-    uint32_t leaf;             /* index leaf at insertion (removal hint) */
-} ucs_rcache_region_hdr_t;
+/* The cache's own fields of a region live in its internal fields (UCX
+ * 1.13.1's layout: comp_list, lru_flags, priv; see rcache.h), so a region
+ * takes region_struct_size bytes (rounded up to 8) and nothing more:
+ *  - comp_list's 16 bytes: ucs_rcache_region_priv_t below;
+ *  - lru_flags: nonzero if hit since the last LRU pass (second chance),
+ *    stored by hits without the lock, cleared under it;
+ *  - priv / pfn: the page frames recorded by CHECK_PFN (NULL: none), a
+ *    malloc'd array whose first element is their count.
+ * A hit reads super.start/end, refcount, prot, flags and lru_flags. */
+typedef struct ucs_rcache_region_priv {
+    struct ucs_rcache_comp *comps; /* (lock) invalidation callbacks, the
+                                      newest first */
+    uint32_t fork_gen;             /* cache fork generation at
+                                      registration */
+    uint32_t leaf;                 /* index leaf at insertion (removal
+                                      hint) */
+} ucs_rcache_region_priv_t;
 
-/* A plain region and its header stay within two cache lines (the region's
- * own comp_list holds the invalidation callbacks, ucs_rcache_comp_t). */
-_Static_assert(((sizeof(ucs_rcache_region_t) + 7) & ~(size_t)7) +
-                       sizeof(ucs_rcache_region_hdr_t) <=
-                   128,
-               "region + hidden header exceed two cache lines");
+_Static_assert(sizeof(ucs_rcache_region_priv_t) == sizeof(ucs_list_link_t),
+               "the cache's region fields must fit in comp_list");
 
-/* Most page frames recorded per region (npfn). */
+static inline ucs_rcache_region_priv_t *
+ucs_rcache_region_priv(ucs_rcache_region_t *region)
+{
+    return (ucs_rcache_region_priv_t *)&region->comp_list;
+}
+
+/* Most page frames recorded per region. */
 #define UCS_RCACHE_PFN_MAX UINT16_MAX
 
 /* Per-thread slots (rcache_slot.c): threads beyond UCS_RCACHE_SLOTS run
@@ -115,11 +125,8 @@ typedef struct ucs_rcache_slot {
 extern __thread unsigned ucs_rcache_tid
     __attribute__((tls_model("initial-exec")));
 
-#define ucs_rcache_region_hdr(_rcache, _region)                                \
-    ((ucs_rcache_region_hdr_t *)((char *)(_region) + (_rcache)->hot.hdr_offset))
-
 typedef struct ucs_rcache_comp {
-    ucs_list_link_t link;
+    struct ucs_rcache_comp *next;
     ucs_rcache_invalidate_comp_func_t cb;
     void *arg;
 } ucs_rcache_comp_t;
@@ -139,13 +146,16 @@ typedef struct ucs_rcache_config {
  * from a request's first page to the region that last answered it from the
  * index.  Indexed by the page number itself, its higher bits folded in:
  * neighbouring pages use neighbouring entries, so regions laid out densely
- * do not collide.  At least 2 entries per region in the index (grown by
- * the registration path up to 2^UCS_RCACHE_HINTS_MAX_SHIFT); a grown table
+ * do not collide.  At least UCS_RCACHE_HINTS_PER_REGION entries per region
+ * in the index (grown by the registration path up to
+ * 2^UCS_RCACHE_HINTS_MAX_SHIFT; 8 bytes each, see internals-rcache.md for
+ * the trade against memory per region); a grown table
  * starts empty and the old one is retired, freed at destroy (lookups may
  * still read it).  Entries are read and written without a lock: an entry
  * is only a candidate, validated like the index's answer. */
-#define UCS_RCACHE_HINTS_MIN_SHIFT 16
-#define UCS_RCACHE_HINTS_MAX_SHIFT 24
+#define UCS_RCACHE_HINTS_PER_REGION 1
+#define UCS_RCACHE_HINTS_MIN_SHIFT  16
+#define UCS_RCACHE_HINTS_MAX_SHIFT  24
 typedef struct ucs_rcache_hints {
     unsigned long mask;               /* entries - 1 */
     unsigned shift;                   /* log2(entries) */
@@ -155,14 +165,17 @@ typedef struct ucs_rcache_hints {
 
 struct ucs_rcache {
     /* read by every hit, written at create and (pending_count) when an
-     * unmap or an invalidation leaves a tombstone: a cache line of its own */
+     * unmap or an invalidation leaves a tombstone: a cache line of its own
+     * (the offsets of pending_count and self matter: internals-stock-abi.md) */
     struct {
         size_t align_mask;           /* params.alignment - 1 */
         unsigned long pending_count; /* pending + orphans, read without
                                         lock (atomic); every put reads
                                         it (rcache.c: at this offset
                                         UCX's cache object is never 0) */
-        size_t hdr_offset;           /* of ucs_rcache_region_hdr_t */
+        size_t stride;               /* bytes of a region in a block:
+                                        region_struct_size rounded up
+                                        to 8 */
         ucs_rcache_hints_t *hints;   /* atomic: grown, see above */
         struct ucs_rcache *self;     /* the cache's own address while it
                                         lives: another library's cache
@@ -360,11 +373,16 @@ ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache);
 void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions);
 void ucs_rcache_hints_free(ucs_rcache_t *rcache);
 
-/* rcache_huge.c: a block of size bytes aligned to UCS_RCACHE_HUGE_PAGE and
- * advised onto transparent huge pages (not zeroed), freed with free(); NULL
- * on no memory.  Not under the spinlock. */
+/* rcache_huge.c: a block of head + size bytes whose byte head is aligned
+ * to UCS_RCACHE_HUGE_PAGE, mapped by the system (zeroed, no page touched
+ * yet), the size bytes from there advised onto transparent huge pages (the
+ * head stays on small pages: head 0 or a multiple of the page size); NULL
+ * on no memory.  Freed with ucs_rcache_huge_free() and the same head and
+ * size.  Not under the spinlock (the cache's own unmap handler sees the
+ * system calls). */
 #define UCS_RCACHE_HUGE_PAGE (2ul << 20)
-void *ucs_rcache_huge_alloc(size_t size);
+void *ucs_rcache_huge_alloc(size_t head, size_t size);
+void ucs_rcache_huge_free(void *block, size_t head, size_t size);
 
 /* rcache_cleanup.c: start (registration path, reg_lock held; again in a
  * forked child), wake (hook context: one write), stop (destroy). */
@@ -559,7 +577,7 @@ static inline void ucs_rcache_regions_recycle(ucs_rcache_t *rcache,
 static inline void ucs_rcache_pfn_release(ucs_rcache_t *rcache,
                                           ucs_rcache_region_t *region)
 {
-    if (ucs_rcache_region_hdr(rcache, region)->npfn != 0) {
+    if (region->pfn != NULL) {
         ucs_rcache_pfn_free(rcache, region);
     }
 }

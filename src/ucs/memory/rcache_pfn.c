@@ -50,40 +50,25 @@ static unsigned ucs_rcache_pfn_count(ucs_rcache_t *rcache,
                    UCS_RCACHE_PFN_MAX);
 }
 
-static unsigned long *ucs_rcache_pfn_array(ucs_rcache_t *rcache,
-                                           ucs_rcache_region_t *region)
-{
-    return (ucs_rcache_region_hdr(rcache, region)->npfn == 1)
-               ? (unsigned long *)&region->priv
-               : region->pfn;
-}
-
+/* region->pfn: [0] the count, then the frames. */
 void ucs_rcache_pfn_record(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
     unsigned npages = ucs_rcache_pfn_count(rcache, region);
     unsigned long *pfns;
 
-    if (npages == 1) {
-        pfns = (unsigned long *)&region->priv;
-    } else {
-        pfns = malloc(npages * sizeof(*pfns));
-        if (pfns == NULL) {
-            return;
-        }
+    pfns = malloc((npages + 1) * sizeof(*pfns));
+    if (pfns == NULL) {
+        return;
     }
-    if (ucs_rcache_pfn_read(region->super.start, npages, pfns) != UCS_OK) {
+    if (ucs_rcache_pfn_read(region->super.start, npages, pfns + 1) != UCS_OK) {
         ucs_rcache_warn("%s: cannot read /proc/self/pagemap, PFN check off "
                         "for region [0x%lx, 0x%lx)",
                         rcache->name, region->super.start, region->super.end);
-        if (npages > 1) {
-            free(pfns);
-        }
+        free(pfns);
         return;
     }
-    if (npages > 1) {
-        region->pfn = pfns;
-    }
-    ucs_rcache_region_hdr(rcache, region)->npfn = npages;
+    pfns[0]     = npages;
+    region->pfn = pfns;
 }
 
 /* The user part of region as ops->dump_region describes it ("" without). */
@@ -101,16 +86,15 @@ static void ucs_rcache_pfn_describe(ucs_rcache_t *rcache,
 
 void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
-    unsigned npages = ucs_rcache_region_hdr(rcache, region)->npfn;
+    unsigned long *then = region->pfn;
     char desc[128];
     unsigned long now[64];
-    unsigned long *then;
-    unsigned i, n;
+    unsigned i, n, npages;
 
-    if (npages == 0) {
+    if (then == NULL) {
         return;
     }
-    then = ucs_rcache_pfn_array(rcache, region);
+    npages = *then++;
     for (i = 0; i < npages; i += n) {
         n = ucs_min(npages - i, 64u);
         if (ucs_rcache_pfn_read(region->super.start + i * ucs_rcache_page_size,
@@ -138,10 +122,6 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 
 void ucs_rcache_pfn_free(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
-    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
-
-    if (hdr->npfn > 1) {
-        free(region->pfn);
-    }
-    hdr->npfn = 0;
+    free(region->pfn);
+    region->pfn = NULL;
 }

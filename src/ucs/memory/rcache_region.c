@@ -12,14 +12,14 @@ static void ucs_rcache_index_remove_locked(ucs_rcache_t *rcache,
 {
     ucs_rcache_assert_locked(rcache);
     ucs_range_index_remove_hinted(&rcache->index, &region->super,
-                                  ucs_rcache_region_hdr(rcache, region)->leaf);
+                                  ucs_rcache_region_priv(region)->leaf);
 }
 
 static void ucs_rcache_lru_remove_locked(ucs_rcache_region_t *region)
 {
-    if (region->lru_flags & UCS_RCACHE_LRU_FLAG_IN_LRU) {
+    if (region->flags & UCS_RCACHE_REGION_FLAG_IN_LRU) {
         ucs_list_del(&region->lru_list);
-        region->lru_flags &= ~UCS_RCACHE_LRU_FLAG_IN_LRU;
+        region->flags &= ~UCS_RCACHE_REGION_FLAG_IN_LRU;
     }
 }
 
@@ -107,7 +107,6 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
 {
     unsigned long steps = 2 * rcache->num_regions + 1;
     ucs_list_link_t *link, *next;
-    ucs_rcache_region_hdr_t *hdr;
     ucs_rcache_region_t *region;
 
     for (link = rcache->lru.next; (link != &rcache->lru) && (steps-- > 0);
@@ -121,10 +120,9 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
         if (ucs_rcache_atomic_load(&region->refcount) != 1) {
             continue; /* in use */
         }
-        hdr = ucs_rcache_region_hdr(rcache, region);
-        if (!force && hdr->referenced) {
+        if (!force && region->lru_flags) {
             /* hit since the last pass: second chance at the tail */
-            hdr->referenced = 0;
+            region->lru_flags = 0;
             ucs_list_del(&region->lru_list);
             ucs_list_add_tail(&rcache->lru, &region->lru_list);
             continue;
@@ -139,7 +137,8 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
         region =
             ucs_container_of(rcache->lru.next, ucs_rcache_region_t, lru_list);
         __builtin_prefetch(region, 1);
-        __builtin_prefetch(ucs_rcache_region_hdr(rcache, region), 1);
+        __builtin_prefetch(
+            (char *)region + offsetof(ucs_rcache_region_t, refcount), 1);
     }
 }
 
@@ -162,13 +161,12 @@ void ucs_rcache_evict_room_locked(ucs_rcache_t *rcache, size_t size,
 static UCS_F_ALWAYS_INLINE int
 ucs_rcache_region_finish(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 {
-    ucs_rcache_region_hdr_t *hdr = ucs_rcache_region_hdr(rcache, region);
-    ucs_list_link_t comps;
-    ucs_rcache_comp_t *comp;
-    int dereg = 0;
+    ucs_rcache_region_priv_t *priv = ucs_rcache_region_priv(region);
+    ucs_rcache_comp_t *comps       = NULL, *comp, *next;
+    int dereg                      = 0;
 
     if ((region->flags & UCS_RCACHE_REGION_FLAG_REGISTERED) &&
-        (hdr->fork_gen == rcache->fork_gen)) {
+        (priv->fork_gen == rcache->fork_gen)) {
         rcache->params.ops->mem_dereg(rcache->params.context, rcache, region);
         dereg = 1;
         if (region->flags & UCS_RCACHE_REGION_FLAG_DONTFORK) {
@@ -180,15 +178,19 @@ ucs_rcache_region_finish(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 
     /* nobody can add completions to a region nobody references any more;
      * the lock orders us after an invalidation that added one */
-    ucs_list_head_init(&comps);
-    if (!ucs_list_is_empty(&region->comp_list)) {
+    if (priv->comps != NULL) {
         ucs_rcache_lock(rcache);
-        ucs_list_splice_tail(&comps, &region->comp_list);
+        /* newest first: reversed, so that they run in the order given */
+        for (comp = priv->comps; comp != NULL; comp = next) {
+            next       = comp->next;
+            comp->next = comps;
+            comps      = comp;
+        }
+        priv->comps = NULL;
         ucs_rcache_unlock(rcache);
     }
-    while (!ucs_list_is_empty(&comps)) {
-        comp = ucs_container_of(comps.next, ucs_rcache_comp_t, link);
-        ucs_list_del(&comp->link);
+    for (comp = comps; comp != NULL; comp = next) {
+        next = comp->next;
         comp->cb(comp->arg);
         free(comp);
     }
@@ -237,7 +239,7 @@ void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
     for (link = dead->next; link != dead; link = next) {
         next   = link->next;
         region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
-        if (!ucs_list_is_empty(&region->comp_list)) {
+        if (ucs_rcache_region_priv(region)->comps != NULL) {
             continue; /* its callbacks run with no lock held */
         }
         ucs_list_del(link);

@@ -86,8 +86,8 @@ void ucs_rcache_lease_take(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
     ucs_rcache_atomic_add(&region->refcount, UCS_RCACHE_LEASE_BIAS - 1);
     slot->local       = 1;
     slot->lease       = region;
-    slot->lease_start = ucs_rcache_region_hdr(rcache, region)->start;
-    slot->lease_end   = ucs_rcache_region_hdr(rcache, region)->end;
+    slot->lease_start = region->super.start;
+    slot->lease_end   = region->super.end;
 }
 
 /* Give the bias back, the slot's local holds becoming plain references:
@@ -108,7 +108,7 @@ static uint32_t ucs_rcache_lease_fold(ucs_rcache_t *rcache,
     slot->local     = 0;
     slot->lease_end = 0; /* no range matches */
     /* it was hot: keep it from being the next LRU victim */
-    ucs_rcache_region_hdr(rcache, region)->referenced = 1;
+    region->lru_flags = 1; /* referenced */
     return ucs_rcache_atomic_sub(&region->refcount,
                                  UCS_RCACHE_LEASE_BIAS - local);
 }
