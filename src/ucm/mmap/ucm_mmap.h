@@ -7,6 +7,7 @@
 
 #include <ucm/api/ucm_ext.h>
 #include <ucm/event/ucm_event.h>
+#include <ucm/uffd/ucm_uffd.h>
 #include <ucm/util/ucm_hot.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -133,6 +134,21 @@ static UCS_F_ALWAYS_INLINE void ucm_hook_vm(const ucm_event_list_t *list,
         event.vm_unmapped.address = addr;
         event.vm_unmapped.size    = len;
         ucm_event_call_all(list, type, &event);
+    }
+}
+
+/* VM_UNMAPPED of a range that the original call about to be made unmaps or
+ * discards with a userfaultfd report (munmap, mremap, mmap MAP_FIXED,
+ * madvise DONTNEED/FREE/REMOVE, shmat SHM_REMAP, shmdt, brk): the range
+ * first leaves the monitor's registration (ucm_uffd.h), so the call does
+ * not wait for the monitor to read a report that this event makes
+ * redundant. */
+static UCS_F_ALWAYS_INLINE void
+ucm_hook_vm_unmapping(const ucm_event_list_t *list, void *addr, size_t len)
+{
+    if ((list->events & UCM_EVENT_VM_UNMAPPED) && (len > 0)) {
+        ucm_uffd_unwatch(addr, len);
+        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, len);
     }
 }
 

@@ -51,6 +51,18 @@ int ucm_madvise_discards(int advice)
     }
 }
 
+/* Advice that the kernel reports to a userfaultfd monitor (and waits). */
+static int ucm_madvise_reported(int advice)
+{
+    switch (advice) {
+    case 4: /* MADV_DONTNEED */
+    case 8: /* MADV_FREE */
+    case 9: /* MADV_REMOVE */
+    case 24: /* MADV_DONTNEED_LOCKED */ return 1;
+    default: return 0;
+    }
+}
+
 /* The native handlers that run before the original call (priority < 0);
  * they may change the arguments, so VM_UNMAPPED is computed after them. */
 static UCS_F_ALWAYS_INLINE void
@@ -98,8 +110,7 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
     ucm_hook_native_before(list, UCM_EVENT_MMAP, &event);
     if ((event.mmap.flags & MAP_FIXED) &&
         !(event.mmap.flags & MAP_FIXED_NOREPLACE)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.mmap.address,
-                    event.mmap.size);
+        ucm_hook_vm_unmapping(list, event.mmap.address, event.mmap.size);
     }
     event.mmap.result = UCM_HOOK_CALL_ORIG(
         UCM_HOOK_MMAP, ucm_mmap_func_t, event.mmap.address, event.mmap.size,
@@ -128,8 +139,7 @@ static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length)
     event.munmap.address = addr;
     event.munmap.size    = length;
     ucm_hook_native_before(list, UCM_EVENT_MUNMAP, &event);
-    ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.munmap.address,
-                event.munmap.size);
+    ucm_hook_vm_unmapping(list, event.munmap.address, event.munmap.size);
     event.munmap.result =
         UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t,
                            event.munmap.address, event.munmap.size);
@@ -152,7 +162,7 @@ UCS_F_HOT int ucm_munmap(void *addr, size_t length)
         if (list->events & UCM_EVENT_MUNMAP) {
             return ucm_munmap_native(list, addr, length);
         }
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, addr, length);
+        ucm_hook_vm_unmapping(list, addr, length);
         ucm_rcu_read_unlock(); /* the original call needs no read section */
     }
     ret = UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr, length);
@@ -193,16 +203,16 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
     flags       = event.mremap.flags;
     if (flags & MREMAP_FIXED) {
         /* whatever is mapped at the target is replaced */
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, new_address, new_size);
+        ucm_hook_vm_unmapping(list, new_address, new_size);
     }
     if ((flags & (MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP)) ||
         (new_size == 0)) {
         /* the pages may move away from the old range */
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_address, old_size);
+        ucm_hook_vm_unmapping(list, old_address, old_size);
     } else if (new_size < old_size) {
         /* shrink in place: only the tail goes away */
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (char *)old_address + new_size,
-                    old_size - new_size);
+        ucm_hook_vm_unmapping(list, (char *)old_address + new_size,
+                              old_size - new_size);
     }
     event.mremap.result =
         UCM_HOOK_CALL_ORIG(UCM_HOOK_MREMAP, ucm_mremap_func_t, old_address,
@@ -275,7 +285,9 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     event.madvise.length = length;
     event.madvise.advice = advice;
     ucm_hook_native_before(list, UCM_EVENT_MADVISE, &event);
-    if (ucm_madvise_discards(event.madvise.advice)) {
+    if (ucm_madvise_reported(event.madvise.advice)) {
+        ucm_hook_vm_unmapping(list, event.madvise.addr, event.madvise.length);
+    } else if (ucm_madvise_discards(event.madvise.advice)) {
         ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.madvise.addr,
                     event.madvise.length);
     }
@@ -331,10 +343,10 @@ void *ucm_shmat(int shmid, const void *shmaddr, int shmflg)
     ucm_hook_native_before(list, UCM_EVENT_SHMAT, &event);
     size = ucm_shm_size_by_id(event.shmat.shmid);
     if ((event.shmat.shmaddr != NULL) && (event.shmat.shmflg & SHM_REMAP)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED,
-                    (void *)((uintptr_t)event.shmat.shmaddr &
-                             ~(ucm_sys_page_size() - 1)),
-                    size);
+        ucm_hook_vm_unmapping(list,
+                              (void *)((uintptr_t)event.shmat.shmaddr &
+                                       ~(ucm_sys_page_size() - 1)),
+                              size);
     }
     event.shmat.result =
         UCM_HOOK_CALL_ORIG(UCM_HOOK_SHMAT, ucm_shmat_func_t, event.shmat.shmid,
@@ -376,8 +388,8 @@ int ucm_shmdt(const void *shmaddr)
     event.shmdt.shmaddr = shmaddr;
     ucm_hook_native_before(list, UCM_EVENT_SHMDT, &event);
     if (list->events & UCM_EVENT_VM_UNMAPPED) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, (void *)event.shmdt.shmaddr,
-                    ucm_shm_seg_size(event.shmdt.shmaddr));
+        ucm_hook_vm_unmapping(list, (void *)event.shmdt.shmaddr,
+                              ucm_shm_seg_size(event.shmdt.shmaddr));
     }
     event.shmdt.result = UCM_HOOK_CALL_ORIG(UCM_HOOK_SHMDT, ucm_shmdt_func_t,
                                             event.shmdt.shmaddr);
@@ -417,8 +429,8 @@ UCS_F_HOT int ucm_brk(void *addr)
     ucm_hook_native_before(list, UCM_EVENT_BRK, &event);
     old_brk = ucm_brk_current();
     if ((event.brk.addr != NULL) && ((char *)event.brk.addr < old_brk)) {
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, event.brk.addr,
-                    (size_t)(old_brk - (char *)event.brk.addr));
+        ucm_hook_vm_unmapping(list, event.brk.addr,
+                              (size_t)(old_brk - (char *)event.brk.addr));
     }
     event.brk.result =
         UCM_HOOK_CALL_ORIG(UCM_HOOK_BRK, ucm_brk_func_t, event.brk.addr);
@@ -462,8 +474,8 @@ UCS_F_HOT void *ucm_sbrk(intptr_t increment)
     ucm_hook_native_before(list, UCM_EVENT_SBRK, &event);
     if (event.sbrk.increment < 0) {
         old_brk = ucm_brk_current();
-        ucm_hook_vm(list, UCM_EVENT_VM_UNMAPPED, old_brk + event.sbrk.increment,
-                    (size_t)-event.sbrk.increment);
+        ucm_hook_vm_unmapping(list, old_brk + event.sbrk.increment,
+                              (size_t)-event.sbrk.increment);
     }
     event.sbrk.result = ucm_sbrk_call_orig(event.sbrk.increment);
     saved_errno       = errno;

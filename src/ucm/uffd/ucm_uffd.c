@@ -25,8 +25,11 @@
  *  - without UFFD_FEATURE_EVENT_FORK a child's mappings are not registered;
  *    the child closes the inherited descriptor (reading it would steal the
  *    parent's events) and starts its own monitor at its next subscription.
- *  - the kernel drops a registration when the pages are unmapped; this
- *    file never unregisters (see ucm_uffd_unsubscribe).
+ *  - the kernel drops a registration when the pages are unmapped.  The
+ *    only UFFDIO_UNREGISTER is made for the hooks (ucm_uffd_unwatch_range),
+ *    just before a hooked call unmaps the range and after nobody can be
+ *    subscribed there without a new registration; unsubscribing never
+ *    unregisters (see ucm_uffd_unsubscribe).
  */
 #include "config.h"
 #include "ucm_uffd.h"
@@ -68,7 +71,9 @@
 
 /* Free nodes kept for the monitor (each event may split one span). */
 #define UCM_UFFD_SPARE_NODES 64
-#define UCM_UFFD_BATCH       32
+/* Tries of a hooked call for the lock (about a system call's time) */
+#define UCM_UFFD_UNWATCH_SPINS 1024
+#define UCM_UFFD_BATCH         32
 
 enum {
     UCM_UFFD_STATE_IDLE, /* not opened (yet, or again in a child) */
@@ -132,10 +137,21 @@ static __thread int ucm_uffd_on_monitor
 static struct {
     unsigned long registers, dedups, unsupported, busy;
     unsigned long events, faults; /* atomic (monitor thread) */
+    unsigned long unwatched;      /* spans' pages taken out by hooks */
+    unsigned long unwatch_busy;   /* hooked calls left to the monitor */
 } ucm_uffd_stats;
 
 #define ucm_uffd_stat_add(_field)                                              \
     __atomic_add_fetch(&ucm_uffd_stats._field, 1, __ATOMIC_RELAXED)
+
+static inline void ucm_uffd_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
 
 static int ucm_uffd_first(int kind)
 {
@@ -441,6 +457,104 @@ static int ucm_uffd_open_fd(void)
     return fd;
 }
 
+/* The hooks' summary of the span table (ucm_uffd.h), allocated once and
+ * claimed by this process; 0 when it cannot be wiped on fork (the hooks
+ * then leave every unmap to the monitor). */
+static int ucm_uffd_watch_init_locked(void)
+{
+    size_t size = (sizeof(ucm_uffd_watch_t) + ucm_sys_page_size() - 1) &
+                  ~(ucm_sys_page_size() - 1);
+    long ret;
+
+    if (ucm_uffd_watch == NULL) {
+        ret = ucm_sys_mmap(NULL, size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (ucm_sys_is_err(ret)) {
+            return 0;
+        }
+        if (ucm_sys_is_err(
+                ucm_sys_madvise((void *)ret, size, MADV_WIPEONFORK))) {
+            ucm_diag("userfaultfd: MADV_WIPEONFORK unsupported: hooked "
+                     "unmaps of subscribed ranges wait for the monitor");
+            ucm_sys_munmap((void *)ret, size);
+            return 0;
+        }
+        ucm_uffd_watch = (ucm_uffd_watch_t *)ret;
+    }
+    /* zero here, or wiped in a forked child: no span is counted */
+    ucm_uffd_watch->owner = 1;
+    return 1;
+}
+
+/* Take [start, end) out of the registration and the table (lock held).
+ * Spans one by one: a gap between them may hold a mapping that cannot be
+ * registered, which would fail a single UFFDIO_UNREGISTER for all. */
+static void ucm_uffd_unwatch_locked(uintptr_t start, uintptr_t end)
+{
+    struct uffdio_range range;
+    ucm_uffd_span_t *span;
+    uintptr_t next;
+    int found = 0;
+
+    for (next = start; ((span = ucm_uffd_table_first_after(next)) != NULL) &&
+                       (span->start < end);
+         next = span->end) {
+        range.start = (span->start > start) ? span->start : start;
+        range.len   = ((span->end < end) ? span->end : end) - range.start;
+        /* a failure (a mapping made in a hole the monitor has not cut
+         * yet) leaves pages registered but out of the table: their unmap
+         * is still reported, by the monitor */
+        (void)ucm_sys_syscall6(SYS_ioctl, ucm_uffd_fd, UFFDIO_UNREGISTER,
+                               (long)&range, 0, 0, 0);
+        found = 1;
+        if (span->end >= end) {
+            break;
+        }
+    }
+    if (found) {
+        ucm_uffd_table_cut(start, end);
+        ++ucm_uffd_stats.unwatched;
+    }
+}
+
+void ucm_uffd_unwatch_range(void *addr, size_t len)
+{
+    uintptr_t mask  = ucm_sys_page_size() - 1;
+    uintptr_t start = (uintptr_t)addr;
+    uintptr_t end   = start + len;
+    ucm_uffd_watch_t *w;
+    int i;
+
+    w = __atomic_load_n((ucm_uffd_watch_t **)&ucm_hot.uffd_watch,
+                        __ATOMIC_ACQUIRE);
+    /* an unaligned address fails the call: nothing goes away */
+    if ((w == NULL) || (w->owner == 0) || (len == 0) || (start & mask) ||
+        (end < start) || (((end + mask) & ~mask) < end)) {
+        return;
+    }
+    end = (end + mask) & ~mask;
+    if (!ucm_uffd_watch_may_intersect(w, start, end)) {
+        return;
+    }
+    /* never wait: the holder may be this thread (a signal handler), or wait
+     * for a lock that this thread holds (pthread_create's stack cache) */
+    for (i = 0; pthread_mutex_trylock(&ucm_uffd_lock) != 0; ++i) {
+        if (i == UCM_UFFD_UNWATCH_SPINS) {
+            ucm_uffd_stat_add(unwatch_busy);
+            return;
+        }
+        ucm_uffd_cpu_relax();
+    }
+    if (__atomic_load_n(&ucm_uffd_state, __ATOMIC_RELAXED) ==
+        UCM_UFFD_STATE_ACTIVE) {
+        ucm_uffd_unwatch_locked(start, end);
+    }
+    /* the table generation is visible before the caller's handlers read
+     * what subscribers wrote before their lock-free check of it */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&ucm_uffd_lock);
+}
+
 /* Open, negotiate features, start the thread (ucm_uffd_lock held). */
 static void ucm_uffd_open_locked(void)
 {
@@ -495,6 +609,7 @@ static void ucm_uffd_open_locked(void)
         err = ENOMEM;
         goto err_close;
     }
+    (void)ucm_uffd_watch_init_locked();
     if (!ucm_uffd_atfork_done) {
         pthread_atfork(ucm_uffd_atfork_prepare, ucm_uffd_atfork_parent,
                        ucm_uffd_atfork_child);
@@ -674,6 +789,9 @@ static int ucm_uffd_memo_find(uintptr_t start, uintptr_t end, uint64_t *token_p,
     unsigned long gen;
     uint64_t token;
 
+    /* what the caller wrote before (e.g. a cache's range in flight) is
+     * visible to a hooked call that cuts the span after this check */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if ((seq & 1) ||
         (__atomic_load_n(&ucm_uffd_draining, __ATOMIC_ACQUIRE) != 0) ||
         (__atomic_load_n(&ucm_uffd_state, __ATOMIC_RELAXED) !=

@@ -18,7 +18,9 @@
 #define UCM_UFFD_H_
 
 #include <ucm/api/ucm_ext.h>
+#include <ucm/util/ucm_hot.h>
 #include <ucs/config/ucs_config_parse.h>
+#include <ucs/sys/compiler_def.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,5 +89,61 @@ unsigned long ucm_uffd_table_size(void);
 
 /* Forget every span (forked child: its mappings are not registered). */
 void ucm_uffd_table_reset(void);
+
+/* Lock-free summary of the span table for the hooks: how many spans touch
+ * each 2 MiB block of addresses (hashed into a fixed array), and how many
+ * are too wide to count per block.  Written with the table (lock held),
+ * read without the lock: a stale answer only costs a monitor round trip
+ * (missed span) or a look at the table (phantom one).  It lives in its own
+ * mapping marked MADV_WIPEONFORK, so a child forked by any means reads
+ * owner 0 and leaves the parent's registrations alone (an ioctl on the
+ * inherited descriptor would act on the parent's address space). */
+#define UCM_UFFD_WATCH_SHIFT   21
+#define UCM_UFFD_WATCH_BUCKETS 4096
+
+typedef struct ucm_uffd_watch {
+    volatile unsigned long owner; /* 1: spans registered by this process */
+    volatile unsigned long wide;  /* spans over UCM_UFFD_WATCH_BUCKETS blocks */
+    volatile uint32_t buckets[UCM_UFFD_WATCH_BUCKETS];
+} ucm_uffd_watch_t;
+
+/* The summary, NULL until the monitor has one (then also in ucm_hot). */
+extern ucm_uffd_watch_t *ucm_uffd_watch;
+
+/* Non-zero if a span may intersect [start, end) (no lock). */
+static UCS_F_ALWAYS_INLINE int
+ucm_uffd_watch_may_intersect(const ucm_uffd_watch_t *w, uintptr_t start,
+                             uintptr_t end)
+{
+    uintptr_t b = start >> UCM_UFFD_WATCH_SHIFT;
+    uintptr_t e = (end - 1) >> UCM_UFFD_WATCH_SHIFT;
+
+    if ((w->wide != 0) || (e - b >= UCM_UFFD_WATCH_BUCKETS)) {
+        return 1;
+    }
+    for (; b <= e; ++b) {
+        if (w->buckets[b % UCM_UFFD_WATCH_BUCKETS] != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Hook context, before a hooked call that unmaps or discards [addr,
+ * addr+len) and whose VM_UNMAPPED the hook dispatches after this returns:
+ * takes the spans' pages in that range out of the userfaultfd registration
+ * and out of the table, so the kernel has nobody to wait for (a subscription
+ * made after this registers again and the call's unmap is then reported by
+ * the monitor; one made before is covered by the hook's VM_UNMAPPED).
+ * Never blocks: when the lock is busy the call keeps its round trip.
+ * Keeps errno.  Nothing to do while no span exists (one load). */
+void ucm_uffd_unwatch_range(void *addr, size_t len);
+
+static UCS_F_ALWAYS_INLINE void ucm_uffd_unwatch(void *addr, size_t len)
+{
+    if (ucs_unlikely(ucm_hot.uffd_watch != NULL)) {
+        ucm_uffd_unwatch_range(addr, len);
+    }
+}
 
 #endif

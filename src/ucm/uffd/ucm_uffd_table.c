@@ -19,7 +19,44 @@ static ucm_uffd_span_t *ucm_uffd_free_nodes;
 static unsigned long ucm_uffd_nfree;
 static unsigned long ucm_uffd_nspans;
 unsigned long ucm_uffd_table_gen;
+ucm_uffd_watch_t *ucm_uffd_watch;
 static unsigned ucm_uffd_seed = 2463534242u;
+
+/* Count a span in the hooks' summary (delta +1) or take it out (-1). */
+static void ucm_uffd_watch_update(uintptr_t start, uintptr_t end, int delta)
+{
+    ucm_uffd_watch_t *w = ucm_uffd_watch;
+    uintptr_t b, e;
+    uint32_t *bucket;
+
+    if (w == NULL) {
+        return;
+    }
+    b = start >> UCM_UFFD_WATCH_SHIFT;
+    e = (end - 1) >> UCM_UFFD_WATCH_SHIFT;
+    if (e - b >= UCM_UFFD_WATCH_BUCKETS) {
+        if ((delta > 0) || (w->wide > 0)) {
+            __atomic_store_n(&w->wide, w->wide + delta, __ATOMIC_RELAXED);
+        }
+        return;
+    }
+    for (; b <= e; ++b) {
+        /* never below 0: a child forked without atfork handlers finds the
+         * summary wiped under a table it still holds */
+        bucket = (uint32_t *)&w->buckets[b % UCM_UFFD_WATCH_BUCKETS];
+        if ((delta > 0) || (*bucket > 0)) {
+            __atomic_store_n(bucket, *bucket + delta, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* The hooks look at the summary only while a span exists. */
+static void ucm_uffd_watch_publish(void)
+{
+    __atomic_store_n(&ucm_hot.uffd_watch,
+                     (ucm_uffd_nspans > 0) ? (void *)ucm_uffd_watch : NULL,
+                     __ATOMIC_RELEASE);
+}
 
 static unsigned ucm_uffd_random(void)
 {
@@ -171,7 +208,10 @@ ucs_status_t ucm_uffd_table_add(uintptr_t start, uintptr_t end,
     node->right = NULL;
     ucm_uffd_table_changed();
     ucm_uffd_root = ucm_uffd_insert(ucm_uffd_root, node);
-    ++ucm_uffd_nspans;
+    ucm_uffd_watch_update(start, end, 1);
+    if (++ucm_uffd_nspans == 1) {
+        ucm_uffd_watch_publish();
+    }
     return UCS_OK;
 }
 
@@ -179,7 +219,10 @@ void ucm_uffd_table_remove(ucm_uffd_span_t *span)
 {
     ucm_uffd_table_changed();
     ucm_uffd_root = ucm_uffd_erase(ucm_uffd_root, span);
-    --ucm_uffd_nspans;
+    ucm_uffd_watch_update(span->start, span->end, -1);
+    if (--ucm_uffd_nspans == 0) {
+        ucm_uffd_watch_publish();
+    }
     ucm_uffd_node_put(span);
 }
 
@@ -217,6 +260,7 @@ static void ucm_uffd_free_tree(ucm_uffd_span_t *t)
     if (t != NULL) {
         ucm_uffd_free_tree(t->left);
         ucm_uffd_free_tree(t->right);
+        ucm_uffd_watch_update(t->start, t->end, -1);
         ucm_uffd_node_put(t);
     }
 }
@@ -227,4 +271,5 @@ void ucm_uffd_table_reset(void)
     ucm_uffd_free_tree(ucm_uffd_root);
     ucm_uffd_root   = NULL;
     ucm_uffd_nspans = 0;
+    ucm_uffd_watch_publish();
 }

@@ -35,6 +35,7 @@ typedef struct ucm_hot {
     ucm_event_list_t *event_list;      /* current handler list (RCU) */
     volatile unsigned long rcu_gp_ctr; /* grace-period phase | 1 */
     int rcu_use_fence;
+    void *uffd_watch;             /* ucm_uffd_watch while spans may exist */
     void *orig[UCM_HOT_ORIG_MAX]; /* by ucm_hook_id_t */
     ucm_hot_list_buf_t list_buf[2];
     ucm_rcu_slot_t rcu_slots[UCM_HOT_RCU_SLOTS];

@@ -640,6 +640,191 @@ TEST_F(Uffd, TwoThreadStress)
     ucm_orig_munmap(b, 4 * ps);
 }
 
+/* A hooked munmap of a subscribed range: reported by the hook before the
+ * pages go, and the kernel has no monitor to wait for (the range left the
+ * registration first); the rest of the span is still reported when an
+ * unhooked call unmaps it. */
+TEST_F(Uffd, HookedMunmapSkipsMonitor)
+{
+    const size_t ps = page_size();
+    char *p         = map(8);
+
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 8 * ps));
+    unsigned long events = uffd_info().events;
+    ASSERT_EQ(2u, oracle::watch(p + 2 * ps, 2 * ps));
+    oracle::arm();
+    ASSERT_EQ(0, munmap(p + 2 * ps, 2 * ps)); /* hooked */
+    settle();
+    oracle_stats s = oracle::check();
+    EXPECT_EQ(2u, s.changed) << s.str();
+    EXPECT_EQ(0u, s.uncovered) << s.str();
+    EXPECT_EQ(events, uffd_info().events) << "the monitor reported it too";
+
+    oracle::reset();
+    oracle::arm();
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p + 5 * ps, ps));
+    settle();
+    oracle::disarm();
+    EXPECT_TRUE(reported_exactly(p + 5 * ps, ps));
+    EXPECT_EQ(0u, pfn(p + 5 * ps));
+
+    uffd_unsub(p, 8 * ps);
+    ucm_orig_munmap(p, 8 * ps);
+}
+
+/* The same for madvise(MADV_DONTNEED): the discarded pages are out of the
+ * registration afterwards, and a new subscription there registers them
+ * again, so that an unhooked discard is reported. */
+TEST_F(Uffd, HookedDontneedSkipsMonitor)
+{
+    const size_t ps = page_size();
+    char *p         = map(8);
+
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 8 * ps));
+    unsigned long events = uffd_info().events;
+    ASSERT_EQ(4u, oracle::watch(p + 2 * ps, 4 * ps));
+    oracle::arm();
+    ASSERT_EQ(0, madvise(p + 2 * ps, 4 * ps, MADV_DONTNEED)); /* hooked */
+    settle();
+    oracle_stats s = oracle::check();
+    EXPECT_EQ(4u, s.changed) << s.str();
+    EXPECT_EQ(0u, s.uncovered) << s.str();
+    EXPECT_EQ(events, uffd_info().events) << "the monitor reported it too";
+
+    memset(p, 2, 8 * ps);
+    unsigned long registers = uffd_info().registers;
+    ASSERT_EQ(UCS_OK, uffd_sub(p + 3 * ps, ps));
+    EXPECT_EQ(registers + 1, uffd_info().registers);
+    uint64_t old_pfn = pfn(p + 3 * ps);
+    oracle::reset();
+    oracle::arm();
+    ASSERT_EQ(0, ucmt_rawsys(SYS_madvise, p + 3 * ps, ps, MADV_DONTNEED));
+    settle();
+    oracle::disarm();
+    EXPECT_TRUE(reported_exactly(p + 3 * ps, ps));
+    EXPECT_NE(old_pfn, pfn(p + 3 * ps));
+
+    uffd_unsub(p + 3 * ps, ps);
+    uffd_unsub(p, 8 * ps);
+    ucm_orig_munmap(p, 8 * ps);
+}
+
+/* A subscription made while the hooked munmap is under way (from its own
+ * VM_UNMAPPED handler: after the range left the registration, before the
+ * system call) registers the range again: the unmap is then reported by
+ * the monitor as well, after it, for the late subscriber. */
+static uintptr_t resub_addr;
+static size_t resub_len;
+static ucs_status_t resub_status = UCS_ERR_NO_PROGRESS;
+
+static void resub_handler(ucm_event_type_t type, ucm_event_t *event,
+                          void * /* arg */)
+{
+    if ((type == UCM_EVENT_VM_UNMAPPED) &&
+        ((uintptr_t)event->vm_unmapped.address == resub_addr) &&
+        (event->vm_unmapped.size == resub_len)) {
+        resub_addr   = 0;
+        resub_status = uffd_sub((void *)event->vm_unmapped.address,
+                                event->vm_unmapped.size);
+    }
+}
+
+TEST_F(Uffd, SubscribeDuringHookedUnmapReported)
+{
+    const size_t ps = page_size();
+    char *p         = map(4);
+
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 4 * ps));
+    ASSERT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 5,
+                                            resub_handler, NULL));
+    unsigned long events = uffd_info().events;
+    resub_len            = 2 * ps;
+    resub_addr           = (uintptr_t)p + ps;
+    oracle::arm();
+    ASSERT_EQ(0, munmap(p + ps, 2 * ps)); /* hooked */
+    settle();
+    oracle::disarm();
+    ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, resub_handler, NULL);
+    ASSERT_EQ(UCS_OK, resub_status);
+    EXPECT_EQ(events + 1, uffd_info().events);
+    EXPECT_EQ(2u, oracle::events(UCM_EVENT_VM_UNMAPPED, p + ps, 2 * ps).size())
+        << "the hook's report and the monitor's";
+    EXPECT_FALSE(readable(p + ps));
+
+    uffd_unsub(p + ps, 2 * ps);
+    uffd_unsub(p, 4 * ps);
+    ucm_orig_munmap(p, 4 * ps);
+}
+
+/* Hooked calls that fail: one that cannot unmap anything (unaligned)
+ * leaves the range registered; one that fails after discarding part of
+ * the range leaves it out, and a new subscription registers it again. */
+TEST_F(Uffd, HookedCallFailures)
+{
+    const size_t ps = page_size();
+    char *p         = map(4);
+
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 4 * ps));
+    EXPECT_EQ(-1, munmap(p + 1, ps));
+    EXPECT_EQ(EINVAL, errno);
+    oracle::arm();
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, ps));
+    settle();
+    oracle::disarm();
+    EXPECT_TRUE(reported_exactly(p, ps)) << "still registered";
+
+    /* p + 3 pages is a hole now: ENOMEM, after discarding p+1, p+2 */
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p + 3 * ps, ps));
+    settle();
+    EXPECT_EQ(-1, madvise(p + ps, 3 * ps, MADV_DONTNEED));
+    EXPECT_EQ(ENOMEM, errno);
+    memset(p + ps, 3, 2 * ps);
+    ASSERT_EQ(UCS_OK, uffd_sub(p + ps, 2 * ps));
+    oracle::reset();
+    oracle::arm();
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p + ps, 2 * ps));
+    settle();
+    oracle::disarm();
+    EXPECT_TRUE(reported_exactly(p + ps, 2 * ps));
+
+    uffd_unsub(p + ps, 2 * ps);
+    uffd_unsub(p, 4 * ps);
+}
+
+/* A child forked by a raw system call (no atfork handler ran) shares the
+ * parent's userfaultfd, whose ioctls act on the parent's address space:
+ * its hooked unmaps must leave the parent's registration alone. */
+TEST_F(Uffd, RawForkChildLeavesParentRegistered)
+{
+    const size_t ps = page_size();
+    char *p         = map(4);
+
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(UCS_OK, uffd_sub(p, 4 * ps));
+    long pid = ucmt_rawsys(SYS_fork);
+    if (pid == 0) {
+        long ret = munmap(p, 4 * ps); /* hooked; not registered here */
+        ucmt_rawsys(SYS_exit_group, (ret == 0) ? 0 : 11);
+    }
+    ASSERT_GT(pid, 0);
+    int status;
+    bool timed_out;
+    ASSERT_TRUE(wait_child((pid_t)pid, 60, &status, &timed_out));
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+        << "child status 0x" << std::hex << status;
+
+    oracle::arm();
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, 4 * ps));
+    settle();
+    oracle::disarm();
+    EXPECT_TRUE(reported_exactly(p, 4 * ps));
+    uffd_unsub(p, 4 * ps);
+}
+
 /* userfaultfd unavailable (seccomp makes the system call fail): try falls
  * back (inactive, reason given), yes returns an error. */
 UCMT_CHILD_SCENARIO(uffd_unavailable)
