@@ -20,6 +20,9 @@
     (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |     \
      IBV_ODP_SUPPORT_READ)
 
+/* Vendor id of soft-RoCE (rdma_rxe) devices, whatever their name. */
+#define UCT_IB_ODP_RXE_VENDOR_ID 0xffffff
+
 /* ibv_advise_mr takes 32-bit lengths: prefetch in slices of this size. */
 #define UCT_IB_ODP_PREFETCH_SLICE (1ul << 30)
 #define UCT_IB_ODP_PREFETCH_SGES  16
@@ -83,6 +86,24 @@ static void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr,
     }
 }
 
+/* Once per process, at the first ODP registration on a soft-RoCE device:
+ * its ODP is known to corrupt data (Linux 6.16 and 6.18; the kernel
+ * version alone cannot tell a fixed one). */
+static void uct_ib_md_odp_rxe_warn(uct_ib_md_t *md)
+{
+    static int warned = 0;
+
+    if ((md->dev_attr.orig_attr.vendor_id != UCT_IB_ODP_RXE_VENDOR_ID) ||
+        __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
+        return;
+    }
+    uct_ib_warn("%s: odp method on soft-RoCE: its ODP (Linux 6.16, 6.18) "
+                "ignores the offset inside a page and writes read-only pages "
+                "in place (copy-on-write, the zero page); prefer "
+                "UCX_IB_REG_METHODS=rcache,direct",
+                md->name);
+}
+
 ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
                                   int verbs_access, int silent,
                                   struct ibv_mr **mr_p)
@@ -91,6 +112,7 @@ ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
     struct ibv_mr *mr;
     int err;
 
+    uct_ib_md_odp_rxe_warn(md);
     mr = ibv_reg_mr(md->pd, address, length, access);
     if (mr == NULL) {
         err = errno;
