@@ -19,9 +19,12 @@
  * must register again: the parent's verbs objects refuse it); and the ODP
  * capabilities the md reports.
  *
- * rxe's ODP (Linux 6.16 and 6.18 at least) ignores the offset inside a page
- * when it copies to or from an ODP MR: a packet at page offset 1024 is
- * read from / written to offset 0.  uct_odp_rxe.sub_page_offset shows it;
+ * rxe's ODP (Linux 6.16 and 6.18 at least) writes pages it mapped read-only
+ * in place (copy-on-write pages after fork, the kernel's zero page: see
+ * fork_child_registers_again and uct_odp_rxe.zero_page_write), and ignores
+ * the offset inside a page when it copies to or from an ODP MR: a packet at
+ * page offset 1024 is read from / written to offset 0.
+ * uct_odp_rxe.sub_page_offset shows it;
  * the other tests therefore move whole pages with a 4 KiB path MTU
  * (50-odp.sh boots with RXE_VM_MTU=9000), so every packet starts on a page
  * boundary.
@@ -974,6 +977,49 @@ TEST_F(uct_odp_rxe, sub_page_offset)
     } else {
         EXPECT_TRUE(in_place);
     }
+    dereg(pm);
+    dereg(xm);
+}
+
+/* rxe ODP and the shared zero page: pages of private anonymous memory that
+ * were only read map the kernel's zero page (read-only, shared by every
+ * process).  Registered with ODP and then written by the NIC: does the
+ * write go into the zero page (defect 2 of docs/internals-odp.md)?  If so,
+ * the test writes zeros back the same way at once, then reports.  A
+ * fresh page read after the write is the oracle. */
+TEST_F(uct_odp_rxe, zero_page_write)
+{
+    if (md_attr().reg_method != UCT_IB_REG_METHOD_ODP) {
+        GTEST_SKIP() << "needs UCX_IB_REG_METHODS=odp (50-odp.sh)";
+    }
+    const size_t len = 4096;
+    mapping x(len), peer(len), fresh(len);
+    volatile uint8_t *vx = static_cast<volatile uint8_t *>(x.ptr);
+    volatile uint8_t *vf = static_cast<volatile uint8_t *>(fresh.ptr);
+    ASSERT_EQ(0, vx[0]); /* read only: the zero page */
+    uct_ib_mem_t *xm = reg(x.ptr, len);
+    uct_ib_mem_t *pm = reg(peer.ptr, len);
+    ASSERT_TRUE((xm != nullptr) && (pm != nullptr));
+    memset(peer.ptr, 0x5a, len);
+    ASSERT_EQ(UCS_OK, put(m_ep[0], peer.ptr, len, pm, x.ptr, xm));
+    uint8_t in_x = vx[100], in_fresh = vf[100];
+    memset(peer.ptr, 0, len);
+    ASSERT_EQ(UCS_OK, put(m_ep[0], peer.ptr, len, pm, x.ptr, xm));
+    uint8_t after = vf[200];
+    printf("odp put into a read-only zero-page mapping: X reads 0x%02x, an "
+           "untouched page elsewhere reads 0x%02x%s (after zeros written "
+           "back: 0x%02x)\n",
+           in_x, in_fresh,
+           (in_fresh == 0x5a) ? ": the NIC wrote the kernel's zero page" : "",
+           after);
+    const char *bug = getenv("UCT_TEST_ODP_ZERO_PAGE_BUG");
+    if ((bug != nullptr) && (strcmp(bug, "expected") == 0)) {
+        EXPECT_EQ(0x5a, in_fresh) << "rxe ODP no longer writes the zero page";
+    } else {
+        EXPECT_EQ(0, in_fresh) << "the NIC wrote the kernel's zero page";
+        EXPECT_EQ(0x5a, in_x);
+    }
+    EXPECT_EQ(0, after);
     dereg(pm);
     dereg(xm);
 }
