@@ -214,6 +214,58 @@ TEST_F(Rawsys, OpenatTruncEmptiesFile)
                4, {range_t((uintptr_t)a, len)});
 }
 
+/* creat() and openat2(O_TRUNC) empty the file as well. */
+TEST_F(Rawsys, CreatAndOpenat2TruncEmptyFile)
+{
+    const size_t ps = page_size(), len = 4 * ps;
+    struct {
+        uint64_t flags, mode, resolve;
+    } how = {O_RDWR | O_TRUNC | O_CLOEXEC, 0, 0};
+    std::string path;
+    int fd = shm_file(len, &path);
+    char *a;
+
+    if (fd < 0) {
+        GTEST_SKIP() << "no file in /dev/shm: " << strerror(errno);
+    }
+    a = map(fd, len);
+    ASSERT_TRUE(a != NULL) << strerror(errno);
+    check_file({range_t((uintptr_t)a, len)},
+               [&]() {
+                   long r = syscall(SYS_creat, path.c_str(), 0600);
+                   return (r < 0) ? r : keep_fd((int)r) * 0L;
+               },
+               4, {range_t((uintptr_t)a, len)});
+    ASSERT_EQ(0, ftruncate(fd, (off_t)len)) << strerror(errno);
+    check_file({range_t((uintptr_t)a, len)},
+               [&]() {
+                   long r = syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how,
+                                    sizeof(how));
+                   if ((r < 0) && (errno == ENOSYS)) {
+                       /* no openat2: the same removal by openat */
+                       r = syscall(SYS_openat, AT_FDCWD, path.c_str(),
+                                   O_RDWR | O_TRUNC | O_CLOEXEC);
+                   }
+                   return (r < 0) ? r : keep_fd((int)r) * 0L;
+               },
+               4, {range_t((uintptr_t)a, len)});
+}
+
+/* remap_file_pages() puts other pages of the file at the address. */
+TEST_F(Rawsys, RemapFilePages)
+{
+    const size_t ps = page_size(), len = 4 * ps;
+    int fd = memfd(len);
+    char *a;
+
+    ASSERT_GE(fd, 0) << strerror(errno);
+    a = map(fd, len);
+    ASSERT_TRUE(a != NULL) << strerror(errno);
+    check_gone({range_t((uintptr_t)a, len)},
+               [&]() { return syscall(SYS_remap_file_pages, a, ps, 0, 2, 0); },
+               1, {range_t((uintptr_t)a, ps)});
+}
+
 /* MADV_REMOVE through one mapping removes the pages of the other. */
 TEST_F(Rawsys, MadviseRemoveReportsOtherMapping)
 {
