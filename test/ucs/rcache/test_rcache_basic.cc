@@ -223,6 +223,45 @@ TEST_F(rcache_basic, invalidate_completes_after_last_put)
     munmap(buf, 2 * page_size);
 }
 
+struct comp_order_arg {
+    std::vector<std::pair<int, unsigned>> *runs; /* id, deregs then */
+    const std::atomic<unsigned> *deregs;
+    int id;
+};
+
+static void comp_order_cb(void *arg)
+{
+    auto *c = static_cast<comp_order_arg *>(arg);
+
+    c->runs->emplace_back(c->id, c->deregs->load());
+}
+
+/* Callbacks given to several invalidations of one held region run once
+ * each, after its deregistration (the oracle: the deregistration count
+ * when each runs), in the order they were given. */
+TEST_F(rcache_basic, invalidate_callbacks_run_in_order)
+{
+    char *buf = (char *)map(1);
+    std::vector<std::pair<int, unsigned>> runs;
+    std::vector<comp_order_arg> args;
+    test_region *a = get(buf, page_size);
+
+    ASSERT_TRUE(a);
+    for (int i = 0; i < 4; ++i) {
+        args.push_back({&runs, &deregs, i});
+    }
+    for (auto &arg : args) {
+        ucs_rcache_region_invalidate(m_rcache, &a->super, comp_order_cb, &arg);
+    }
+    EXPECT_TRUE(runs.empty());
+    EXPECT_EQ(0u, deregs.load());
+    put(a);
+    EXPECT_EQ((std::vector<std::pair<int, unsigned>>{
+                  {0, 1u}, {1, 1u}, {2, 1u}, {3, 1u}}),
+              runs);
+    munmap(buf, page_size);
+}
+
 TEST_F(rcache_basic, hold_keeps_region)
 {
     char *buf      = (char *)map(1);
@@ -328,8 +367,8 @@ TEST_F(rcache_basic, shm_segment_attached_twice)
     munmap(base, 3 * size);
 }
 
-/* The hint table grows with the cache (two entries per region; the first
- * has 64k): with 40k regions lookups go through a grown table, whose
+/* The hint table grows with the cache (at least one entry per region; the
+ * first has 64k): with 70k regions lookups go through a grown table, whose
  * entries are still candidates only.  Every region is found again (no
  * registration after the first round), and a region whose page was
  * replaced is rejected (frame oracle), also when its hint is in the
@@ -337,9 +376,10 @@ TEST_F(rcache_basic, shm_segment_attached_twice)
 TEST_F(rcache_basic, grown_lookup_hints_stay_exact)
 {
     RCACHE_NEED_PFN();
-    /* over 64k regions: the hint table (2^18 entries) and the region
-     * blocks are the huge-page kind (rcache_huge.c) */
-    const size_t n = on_valgrind() ? 40000 : 70000;
+    /* over 128k regions: the hint table (2^18 entries, 2 MiB) and the
+     * region blocks are the huge-page kind (rcache_huge.c), the blocks
+     * collapsed as they fill; under valgrind the small kinds only */
+    const size_t n = on_valgrind() ? 40000 : 140000;
     char *buf      = (char *)map(2 * n);
 
     for (int round = 0; round < 3; ++round) { /* misses, index, hints */
