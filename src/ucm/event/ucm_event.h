@@ -53,12 +53,20 @@ static UCS_F_ALWAYS_INLINE ucm_event_list_t *ucm_event_list_get(void)
 void ucm_event_call(const ucm_event_list_t *list, ucm_event_type_t type,
                     ucm_event_t *event, int before_orig);
 
-/* Call every handler of 'type' (aggregate events: no original call). */
+/* Call every handler of 'type' (aggregate events: no original call).
+ * Inline: the hooks raise VM_UNMAPPED on every call. */
 static UCS_F_ALWAYS_INLINE void ucm_event_call_all(const ucm_event_list_t *list,
                                                    ucm_event_type_t type,
                                                    ucm_event_t *event)
 {
-    ucm_event_call(list, type, event, -1);
+    const ucm_event_handler_t *h   = list->handlers;
+    const ucm_event_handler_t *end = h + list->count;
+
+    for (; h < end; ++h) {
+        if (h->events & type) {
+            h->cb(type, event, h->arg);
+        }
+    }
 }
 
 /* Add/remove a handler without installing hooks (internal: stock UCX's

@@ -73,7 +73,8 @@ static UCS_F_ALWAYS_INLINE void ucm_rcu_read_unlock(void)
 {
     ucm_rcu_slot_t *slot = ucm_rcu_tls_slot;
 
-    if (ucs_unlikely((slot == NULL) || (ucm_rcu_tls_overflow > 0))) {
+    /* a thread counted in the overflow counters has no slot */
+    if (ucs_unlikely(slot == NULL)) {
         ucm_rcu_read_unlock_slow();
         return;
     }

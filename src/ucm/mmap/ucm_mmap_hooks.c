@@ -19,8 +19,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -34,6 +36,107 @@
 
 __thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
 __thread int ucm_hook_chain_depth __attribute__((tls_model("initial-exec")));
+
+/* The original call made here, by a syscall instruction, when the original
+ * is a plain system call: libucm's own equivalent (bistro), or libc's stub
+ * "mov $nr, %eax; syscall" (reloc; its remaining bytes only set errno).
+ * Calling it instead would add a frame whose return, right after the
+ * system call, costs several ns (the kernel leaves the return predictor
+ * cold).  An entry that another hooker patched later no longer matches, so
+ * the call still reaches that hooker. */
+#if defined(__x86_64__)
+static UCS_F_ALWAYS_INLINE int ucm_mmap_orig_is_stub(const void *orig,
+                                                     const void *raw, long nr)
+{
+    const uint64_t stub = 0xb8ull | ((uint64_t)nr << 8) | (0x050full << 40);
+    uint64_t code;
+
+    if (orig == raw) {
+        return 1;
+    }
+    memcpy(&code, orig, sizeof(code));
+    return (code & 0x00ffffffffffffffull) == stub;
+}
+
+static UCS_F_ALWAYS_INLINE long
+ucm_mmap_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8")   = a5;
+    register long r9 __asm__("r9")   = a6;
+    long ret;
+
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8),
+                       "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+#else
+static UCS_F_ALWAYS_INLINE int ucm_mmap_orig_is_stub(const void *orig,
+                                                     const void *raw, long nr)
+{
+    return 0;
+}
+
+static UCS_F_ALWAYS_INLINE long
+ucm_mmap_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+    return -ENOSYS;
+}
+#endif
+
+/* A system call's result as libc returns it. */
+static UCS_F_ALWAYS_INLINE long ucm_mmap_syscall_ret(long ret)
+{
+    if (ucs_unlikely((unsigned long)ret > (unsigned long)-4096l)) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+}
+
+static UCS_F_ALWAYS_INLINE int ucm_munmap_call_orig(void *addr, size_t length)
+{
+    void *orig = ucm_hook_orig(UCM_HOOK_MUNMAP);
+
+    if (ucs_likely(
+            ucm_mmap_orig_is_stub(orig, (void *)ucm_orig_munmap, SYS_munmap))) {
+        return (int)ucm_mmap_syscall_ret(ucm_mmap_syscall6(
+            SYS_munmap, (long)addr, (long)length, 0, 0, 0, 0));
+    }
+    return UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr, length);
+}
+
+static UCS_F_ALWAYS_INLINE int ucm_madvise_call_orig(void *addr, size_t length,
+                                                     int advice)
+{
+    void *orig = ucm_hook_orig(UCM_HOOK_MADVISE);
+
+    if (ucs_likely(ucm_mmap_orig_is_stub(orig, (void *)ucm_orig_madvise,
+                                         SYS_madvise))) {
+        return (int)ucm_mmap_syscall_ret(ucm_mmap_syscall6(
+            SYS_madvise, (long)addr, (long)length, advice, 0, 0, 0));
+    }
+    return UCM_HOOK_CALL_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t, addr,
+                              length, advice);
+}
+
+/* glibc's mmap is no plain stub (it checks the offset): ours only. */
+static UCS_F_ALWAYS_INLINE void *ucm_mmap_call_orig(void *addr, size_t length,
+                                                    int prot, int flags, int fd,
+                                                    off_t offset)
+{
+    void *orig = ucm_hook_orig(UCM_HOOK_MMAP);
+
+    if (orig == (void *)ucm_orig_mmap) {
+        return (void *)ucm_mmap_syscall_ret(ucm_mmap_syscall6(
+            SYS_mmap, (long)addr, (long)length, prot, flags, fd, (long)offset));
+    }
+    return UCM_HOOK_CALL_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t, addr, length,
+                              prot, flags, fd, offset);
+}
 
 int ucm_madvise_discards(int advice)
 {
@@ -93,8 +196,7 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
 
     if (list == NULL) {
         event.mmap.result =
-            UCM_HOOK_CALL_ORIG(UCM_HOOK_MMAP, ucm_mmap_func_t, addr, length,
-                               prot, flags, fd, offset);
+            ucm_mmap_call_orig(addr, length, prot, flags, fd, offset);
         if (event.mmap.result != MAP_FAILED) {
             ucm_filemap_mapped(event.mmap.result, length, flags, fd, offset);
         }
@@ -112,9 +214,9 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
         !(event.mmap.flags & MAP_FIXED_NOREPLACE)) {
         ucm_hook_vm_unmapping(list, event.mmap.address, event.mmap.size);
     }
-    event.mmap.result = UCM_HOOK_CALL_ORIG(
-        UCM_HOOK_MMAP, ucm_mmap_func_t, event.mmap.address, event.mmap.size,
-        event.mmap.prot, event.mmap.flags, event.mmap.fd, event.mmap.offset);
+    event.mmap.result =
+        ucm_mmap_call_orig(event.mmap.address, event.mmap.size, event.mmap.prot,
+                           event.mmap.flags, event.mmap.fd, event.mmap.offset);
     saved_errno = errno;
     if (event.mmap.result != MAP_FAILED) {
         ucm_filemap_mapped(event.mmap.result, event.mmap.size, event.mmap.flags,
@@ -141,8 +243,7 @@ static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length)
     ucm_hook_native_before(list, UCM_EVENT_MUNMAP, &event);
     ucm_hook_vm_unmapping(list, event.munmap.address, event.munmap.size);
     event.munmap.result =
-        UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t,
-                           event.munmap.address, event.munmap.size);
+        ucm_munmap_call_orig(event.munmap.address, event.munmap.size);
     saved_errno = errno;
     if (event.munmap.result == 0) {
         ucm_filemap_unmapped(event.munmap.address, event.munmap.size);
@@ -165,7 +266,7 @@ UCS_F_HOT int ucm_munmap(void *addr, size_t length)
         ucm_hook_vm_unmapping(list, addr, length);
         ucm_rcu_read_unlock(); /* the original call needs no read section */
     }
-    ret = UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr, length);
+    ret = ucm_munmap_call_orig(addr, length);
     if (ret == 0) {
         ucm_filemap_unmapped(addr, length);
     }
@@ -277,8 +378,7 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     int saved_errno, file_wide;
 
     if (list == NULL) {
-        return UCM_HOOK_CALL_ORIG(UCM_HOOK_MADVISE, ucm_madvise_func_t, addr,
-                                  length, advice);
+        return ucm_madvise_call_orig(addr, length, advice);
     }
     event.madvise.result = -1;
     event.madvise.addr   = addr;
@@ -298,9 +398,8 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
             (uintptr_t)event.madvise.addr, event.madvise.length,
             event.madvise.advice == MADV_REMOVE, ucm_madvise_report, list);
     }
-    event.madvise.result = UCM_HOOK_CALL_ORIG(
-        UCM_HOOK_MADVISE, ucm_madvise_func_t, event.madvise.addr,
-        event.madvise.length, event.madvise.advice);
+    event.madvise.result = ucm_madvise_call_orig(
+        event.madvise.addr, event.madvise.length, event.madvise.advice);
     saved_errno = errno;
     if (file_wide && (event.madvise.result == 0)) {
         /* as for truncation: a registration made between the event and
