@@ -140,9 +140,9 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    rcache->reg_busy    = 0;
-    rcache->reg_waiters = 0;
-    rcache->reg_wake    = 0;
+    rcache->regpath_owned   = 0;
+    rcache->regpath_waiters = 0;
+    rcache->regpath_wake    = 0;
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->pending);
@@ -223,7 +223,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_cleanup_stop(rcache);
 
     ucs_list_head_init(&dead);
-    ucs_rcache_reg_lock(rcache);
+    ucs_rcache_regpath_acquire(rcache);
     ucs_rcache_lock(rcache);
     ucs_rcache_leases_drop_all_locked(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
@@ -232,7 +232,7 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     rcache->live_regions -= rcache->spare_count;
     rcache->spare_count = 0;
     ucs_rcache_unlock(rcache);
-    ucs_rcache_reg_unlock(rcache);
+    ucs_rcache_regpath_release(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 
     ucs_rcache_lock(rcache);

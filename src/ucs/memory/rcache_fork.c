@@ -29,7 +29,7 @@ static void ucs_rcache_fork_prepare(void)
     pthread_mutex_lock(&ucs_rcache_fork_lock);
     ucs_rcache_fork_for_each(rcache)
     {
-        ucs_rcache_reg_lock(rcache);
+        ucs_rcache_regpath_acquire(rcache);
         ucs_rcache_lock(rcache);
         if (rcache->purge_on_fork) {
             ucs_rcache_tombstone_all_locked(rcache);
@@ -44,7 +44,7 @@ static void ucs_rcache_fork_parent(void)
     ucs_rcache_fork_for_each(rcache)
     {
         ucs_rcache_unlock(rcache);
-        ucs_rcache_reg_unlock(rcache);
+        ucs_rcache_regpath_release(rcache);
     }
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
 }
@@ -57,9 +57,9 @@ static void ucs_rcache_fork_child(void)
     {
         /* the lock stays held by prepare's thread, the child's only one,
          * until the cache is set right; then it is let go */
-        rcache->deferred.count = 0;
-        rcache->reg_busy       = 0; /* owned by the forking thread */
-        rcache->reg_waiters    = 0; /* threads the child does not have */
+        rcache->deferred.count  = 0;
+        rcache->regpath_owned   = 0; /* owned by the forking thread */
+        rcache->regpath_waiters = 0; /* threads the child does not have */
         rcache->fork_gen++;
         rcache->inflight.active = 0;
         rcache->maps.count      = 0;
@@ -77,7 +77,7 @@ static void ucs_rcache_fork_child(void)
 static void ucs_rcache_fork_init(void)
 {
     /* its fork handlers first: they then run after ours in prepare, so
-     * the lock order is reg_lock -> MADV_DONTFORK map, as on misses */
+     * the lock order is registration path -> MADV_DONTFORK map, as on misses */
     ucs_rcache_dontfork_init();
     ucs_rcache_fork_status = pthread_atfork(
         ucs_rcache_fork_prepare, ucs_rcache_fork_parent, ucs_rcache_fork_child);

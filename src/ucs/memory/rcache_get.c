@@ -79,8 +79,8 @@ static void ucs_rcache_inflight_clear(ucs_rcache_t *rcache)
     ucs_rcache_unlock(rcache);
 }
 
-/* Make room for one more entry; only the registration path (under
- * reg_lock) inserts, so the room stays until the insertion (removals only
+/* Make room for one more entry; only the registration path (owned)
+ * inserts, so the room stays until the insertion (removals only
  * add free nodes). */
 static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
                                              unsigned need)
@@ -177,7 +177,7 @@ static void ucs_rcache_slab_full(ucs_rcache_slab_t *slab)
 /* A region never used before: carved from the newest block, else from a
  * new one (zeroed: refcount 0, never taken; an empty range, never
  * covers).  Blocks stay until destroy (lock-free lookups may read any
- * region at any time).  Registration path (reg_lock held, not the
+ * region at any time).  Registration path (owned, not the
  * spinlock). */
 static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
 {
@@ -267,7 +267,7 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     region->prot        = span->prot;
     region->status      = UCS_INPROGRESS;
 
-    /* only the registration path (reg_lock held) writes the range */
+    /* only the registration path (owned) writes the range */
     if (!rcache->inflight.active || (rcache->inflight.start != span->start) ||
         (rcache->inflight.end != span->end)) {
         ucs_rcache_lock(rcache);
@@ -355,7 +355,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
 
     ucs_rcache_assert_locked(rcache);
     /* without overlaps at the walk nothing can overlap now: only this path
-     * (reg_lock held) inserts */
+     * (owned) inserts */
     while (overlaps &&
            ((old = (ucs_rcache_region_t *)ucs_range_index_lower(
                  index, region->super.start, &iter)) != NULL) &&
@@ -393,7 +393,7 @@ static void ucs_rcache_unlock_give_if_done(ucs_rcache_t *rcache,
         return;
     }
     *owned = 0;
-    ucs_rcache_reg_give_unlock(rcache);
+    ucs_rcache_regpath_give_unlock(rcache);
 }
 
 /* Takes the registration path in its first locked section; gives it back
@@ -416,7 +416,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         span = *request;
         ucs_rcache_lock(rcache);
         if (retries == 0) {
-            ucs_rcache_reg_take_locked(rcache);
+            ucs_rcache_regpath_take_locked(rcache);
             rcache->stats.gets++;
         }
         ucs_rcache_purge_locked(rcache, dead);
@@ -543,7 +543,7 @@ ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         /* regions purged or evicted at the end: mem_dereg here (not under a
          * lock the hooks or lookups take), reused by the next miss */
         ucs_rcache_regions_recycle(rcache, &dead);
-        ucs_rcache_reg_unlock(rcache);
+        ucs_rcache_regpath_release(rcache);
     }
     ucs_rcache_regions_release(rcache, &dead);
     return status;

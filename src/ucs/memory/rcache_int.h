@@ -10,7 +10,7 @@
  *    the thread that holds it: it then records the range (deferred) and the
  *    owner applies it before unlocking; lock-free hits see deferred ranges
  *    and take the locked path meanwhile.
- *  - reg_lock, the registration path (rcache_lock.c): one thread at a
+ *  - the registration path (regpath_*, rcache_lock.c): one thread at a
  *    time runs a miss; user ops may run while it is owned, waiters sleep;
  *    neither lookups nor the unmap handler take it.  A flag under the
  *    spinlock: a miss takes it in its first locked section and usually
@@ -190,19 +190,19 @@ struct ucs_rcache {
         struct {
             ucs_pgt_addr_t start, end;
         } ranges[UCS_RCACHE_DEFERRED];
-    } deferred;              /* unmaps seen by the lock owner's own
-                                signal handlers, see rcache_lock.c */
-    uint32_t reg_busy;       /* (lock) a thread owns the
-                                registration path (rcache_lock.c) */
-    uint32_t reg_waiters;    /* (lock) threads waiting for it */
-    uint32_t reg_wake;       /* futex word, bumped (lock) when the
-                                path is given back to waiters */
-    ucs_range_index_t index; /* valid regions and tombstones */
-    ucs_list_link_t lru;     /* valid regions, least recent first */
-    ucs_list_link_t pending; /* tombstones still in the index */
-    ucs_list_link_t orphans; /* out of the index, last lease
-                                dropped under the lock: release */
-    size_t unreleased_size;  /* bytes of pending tombstones */
+    } deferred;               /* unmaps seen by the lock owner's own
+                                 signal handlers, see rcache_lock.c */
+    uint32_t regpath_owned;   /* (lock) a thread owns the
+                                 registration path (rcache_lock.c) */
+    uint32_t regpath_waiters; /* (lock) threads waiting for it */
+    uint32_t regpath_wake;    /* futex word, bumped (lock) when the
+                                 path is given back to waiters */
+    ucs_range_index_t index;  /* valid regions and tombstones */
+    ucs_list_link_t lru;      /* valid regions, least recent first */
+    ucs_list_link_t pending;  /* tombstones still in the index */
+    ucs_list_link_t orphans;  /* out of the index, last lease
+                                 dropped under the lock: release */
+    size_t unreleased_size;   /* bytes of pending tombstones */
     struct {
         pthread_t thread;
         int efd;                /* eventfd the thread reads */
@@ -244,7 +244,7 @@ struct ucs_rcache {
     struct {
         ucs_pgt_addr_t start, end; /* (lock) a span reported as a whole:
                                       no unmap in it since; 0, 0: none */
-        /* the registration path's own (reg_lock): */
+        /* the registration path's own: */
         int known;                /* this registration is inside it */
         int fresh;                /* a subscription gave new_* */
         unsigned long new_unmaps; /* unmaps when this one started */
@@ -255,10 +255,10 @@ struct ucs_rcache {
     ucs_list_link_t pool;      /* free regions (tmp_list) */
     ucs_list_link_t spare;     /* free regions the registration path
                                   released itself and reuses first
-                                  (reg_lock; still in live_regions) */
-    unsigned long spare_count; /* (reg_lock) */
+                                  (registration path; still in live_regions) */
+    unsigned long spare_count; /* (registration path) */
     uint64_t path_deregs;      /* mem_dereg calls of the registration
-                                  path (reg_lock; read atomic), not
+                                  path (registration path; read atomic), not
                                   in stats.deregs */
     void *slabs;               /* region blocks, see rcache_get.c */
     uint64_t hits_fast_shared; /* atomic, threads without slot */
@@ -329,10 +329,10 @@ void ucs_rcache_evict_room_locked(ucs_rcache_t *rcache, size_t size,
  * ucs_rcache_regions_release() (below) takes any. */
 void ucs_rcache_regions_release_all(ucs_rcache_t *rcache,
                                     ucs_list_link_t *dead);
-/* Same from the registration path (reg_lock held, not the lock): the
+/* Same from the registration path (owned, not the lock): the
  * regions go to spare, without the lock; those with invalidation callbacks
- * stay in dead, for ucs_rcache_regions_release() once reg_lock is let go.
- * dead not empty; ucs_rcache_regions_recycle() (below) takes any. */
+ * stay in dead, for ucs_rcache_regions_release() once the path is given
+ * back.  dead not empty; ucs_rcache_regions_recycle() (below) takes any. */
 void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache,
                                     ucs_list_link_t *dead);
 /* Deregister (if registered in this process) and free one region. */
@@ -367,7 +367,7 @@ void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 unsigned long ucs_rcache_dontfork_pages(void);
 
 /* rcache_hints.c: the first table (create), a larger one if regions
- * need it (registration path: reg_lock held, not the spinlock; on no
+ * need it (registration path owned, not the spinlock; on no
  * memory the table stays), all tables (destroy). */
 ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache);
 void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions);
@@ -384,8 +384,8 @@ void ucs_rcache_hints_free(ucs_rcache_t *rcache);
 void *ucs_rcache_huge_alloc(size_t head, size_t size);
 void ucs_rcache_huge_free(void *block, size_t head, size_t size);
 
-/* rcache_cleanup.c: start (registration path, reg_lock held; again in a
- * forked child), wake (hook context: one write), stop (destroy). */
+/* rcache_cleanup.c: start (registration path owned; again in a forked
+ * child), wake (hook context: one write), stop (destroy). */
 ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
@@ -437,15 +437,16 @@ void ucs_rcache_assert_owner(ucs_rcache_t *rcache, const char *func);
 #define ucs_rcache_assert_locked(_rcache) ((void)(_rcache))
 #endif
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
-/* reg_lock: the registration path's mutex (not for hook context: it
- * sleeps).  Fork handlers take it in prepare; a child starts it free.
+/* The registration path: owned by one thread at a time (not for hook
+ * context: waiting for it sleeps).  Fork handlers acquire it in prepare; a
+ * child starts it free.
  * take_locked: with the lock held (let go while it waits); give_unlock
  * (rcache_int.h): with the lock held, gives the path back, lets the lock
  * go and wakes the waiters. */
-void ucs_rcache_reg_lock(ucs_rcache_t *rcache);
-void ucs_rcache_reg_unlock(ucs_rcache_t *rcache);
-void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache);
-void ucs_rcache_reg_wake(ucs_rcache_t *rcache);
+void ucs_rcache_regpath_acquire(ucs_rcache_t *rcache);
+void ucs_rcache_regpath_release(ucs_rcache_t *rcache);
+void ucs_rcache_regpath_wait_locked(ucs_rcache_t *rcache);
+void ucs_rcache_regpath_wake(ucs_rcache_t *rcache);
 /* Hook context: take the lock, or (owner interrupted) defer the range.
  * Returns 1 if the lock is now held. */
 int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
@@ -514,26 +515,26 @@ static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
     return region->super.end - region->super.start;
 }
 
-static inline void ucs_rcache_reg_take_locked(ucs_rcache_t *rcache)
+static inline void ucs_rcache_regpath_take_locked(ucs_rcache_t *rcache)
 {
-    if (ucs_unlikely(rcache->reg_busy)) {
-        ucs_rcache_reg_wait_locked(rcache);
+    if (ucs_unlikely(rcache->regpath_owned)) {
+        ucs_rcache_regpath_wait_locked(rcache);
     }
-    rcache->reg_busy = 1;
+    rcache->regpath_owned = 1;
 }
 
-static inline void ucs_rcache_reg_give_unlock(ucs_rcache_t *rcache)
+static inline void ucs_rcache_regpath_give_unlock(ucs_rcache_t *rcache)
 {
-    int wake = (rcache->reg_waiters != 0);
+    int wake = (rcache->regpath_waiters != 0);
 
-    rcache->reg_busy = 0;
+    rcache->regpath_owned = 0;
     if (wake) {
-        __atomic_store_n(&rcache->reg_wake, rcache->reg_wake + 1,
+        __atomic_store_n(&rcache->regpath_wake, rcache->regpath_wake + 1,
                          __ATOMIC_RELAXED);
     }
     ucs_rcache_unlock(rcache);
     if (ucs_unlikely(wake)) {
-        ucs_rcache_reg_wake(rcache);
+        ucs_rcache_regpath_wake(rcache);
     }
 }
 
@@ -583,7 +584,7 @@ static inline void ucs_rcache_pfn_release(ucs_rcache_t *rcache,
 }
 
 /* The cleanup thread, when MAX_UNRELEASED asks for one and this process
- * has none running yet (registration path, reg_lock held). */
+ * has none running yet (registration path owned). */
 static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
 {
     if ((rcache->max_unreleased == SIZE_MAX) ||

@@ -109,43 +109,43 @@ int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
 /* The registration path: owned by one thread at a time, taken and given
  * back inside the spinlock sections that a miss makes anyway (no atomic
- * operation of its own); waiters sleep on reg_wake, which the owner bumps
+ * operation of its own); waiters sleep on regpath_wake, which the owner bumps
  * under the lock when it gives the path back with waiters counted. */
-void ucs_rcache_reg_wait_locked(ucs_rcache_t *rcache)
+void ucs_rcache_regpath_wait_locked(ucs_rcache_t *rcache)
 {
     uint32_t seen;
 
     ucs_rcache_assert_locked(rcache);
-    rcache->stats.reg_waits += (rcache->reg_busy != 0);
-    while (rcache->reg_busy) {
-        ++rcache->reg_waiters;
-        seen = __atomic_load_n(&rcache->reg_wake, __ATOMIC_RELAXED);
+    rcache->stats.reg_waits += (rcache->regpath_owned != 0);
+    while (rcache->regpath_owned) {
+        ++rcache->regpath_waiters;
+        seen = __atomic_load_n(&rcache->regpath_wake, __ATOMIC_RELAXED);
         ucs_rcache_unlock(rcache);
-        /* a give-back after the unlock changed reg_wake: no sleep */
-        syscall(SYS_futex, &rcache->reg_wake, FUTEX_WAIT_PRIVATE, seen, NULL,
-                NULL, 0);
+        /* a give-back after the unlock changed regpath_wake: no sleep */
+        syscall(SYS_futex, &rcache->regpath_wake, FUTEX_WAIT_PRIVATE, seen,
+                NULL, NULL, 0);
         ucs_rcache_lock(rcache);
-        --rcache->reg_waiters;
+        --rcache->regpath_waiters;
     }
 }
 
-void ucs_rcache_reg_wake(ucs_rcache_t *rcache)
+void ucs_rcache_regpath_wake(ucs_rcache_t *rcache)
 {
     /* all of them: each one checks again, the first to get the lock takes
      * the path, the others wait again */
-    syscall(SYS_futex, &rcache->reg_wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+    syscall(SYS_futex, &rcache->regpath_wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
             NULL, 0);
 }
 
-void ucs_rcache_reg_lock(ucs_rcache_t *rcache)
+void ucs_rcache_regpath_acquire(ucs_rcache_t *rcache)
 {
     ucs_rcache_lock(rcache);
-    ucs_rcache_reg_take_locked(rcache);
+    ucs_rcache_regpath_take_locked(rcache);
     ucs_rcache_unlock(rcache);
 }
 
-void ucs_rcache_reg_unlock(ucs_rcache_t *rcache)
+void ucs_rcache_regpath_release(ucs_rcache_t *rcache)
 {
     ucs_rcache_lock(rcache);
-    ucs_rcache_reg_give_unlock(rcache);
+    ucs_rcache_regpath_give_unlock(rcache);
 }

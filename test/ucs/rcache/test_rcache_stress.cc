@@ -291,7 +291,8 @@ ucs_status_t serial_mem_reg(void *context, ucs_rcache_t *, void *,
         st->overlaps++;
     }
     for (int i = 0; i < 3; ++i) {
-        sched_yield(); /* let the other threads pile up on reg_lock */
+        sched_yield(); /* let the other threads pile up on the registration path
+                        */
     }
     st->inside--;
     st->regs++;
