@@ -9,6 +9,7 @@
 #include "ucm_mmap.h"
 
 #include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_procmaps.h>
 #include <ucm/util/ucm_sys.h>
 
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 /* Watched files by watch descriptor: open addressing on wd. */
 #define UCM_FILEWATCH_SLOTS 1024
@@ -186,6 +188,40 @@ void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)
     key.dev       = 0;
     key.dev_known = 0;
     ucm_filewatch_add_path(path, &key);
+}
+
+static int ucm_filewatch_scan_cb(void *arg, const ucm_procmaps_entry_t *m)
+{
+    static const char prefix[] = "/proc/self/map_files/";
+    ucm_filemap_key_t key;
+    char path[80], *p;
+
+    if (!m->shared || (m->inode == 0) || (m->path[0] != '/') ||
+        !strncmp(m->path, "/dev/", 5)) {
+        return 0; /* anonymous, or a device (/dev/zero, ...) */
+    }
+    memset(&key, 0, sizeof(key));
+    if (!strncmp(m->path, "/SYSV", 5)) {
+        key.kind = UCM_FILEMAP_SYSV;
+    } else {
+        key.kind = UCM_FILEMAP_FILE;
+        key.dev  = makedev(m->dev_major, m->dev_minor);
+    }
+    key.ino = m->inode;
+    memcpy(path, prefix, sizeof(prefix) - 1);
+    p    = ucm_filewatch_fmt(path + sizeof(prefix) - 1, m->start, 16);
+    *p++ = '-';
+    p    = ucm_filewatch_fmt(p, m->end, 16);
+    *p   = '\0';
+    ucm_filewatch_add_path(path, &key);
+    return 0;
+}
+
+void ucm_filewatch_scan(void)
+{
+    if (ucm_filewatch_fd >= 0) {
+        ucm_procmaps_walk(ucm_filewatch_scan_cb, NULL);
+    }
 }
 
 static void ucm_filewatch_raise(ucm_filewatch_ctx_t *ctx, uintptr_t start,

@@ -7,9 +7,10 @@
  * process maps it; no code of libucm runs before the kernel drops the
  * pages.  With UCX_MEM_FILE_WATCH=y, libucm watches every shared file it
  * sees mapped (the mmap hook, with the descriptor; the shmat hook, through
- * /proc/self/map_files) with one inotify instance.  The kernel queues
- * IN_MODIFY for a size change of the file (any caller) and for writes and
- * hole punches through descriptors that notify, and raises a real-time
+ * /proc/self/map_files; those mapped before the hooks were installed, from
+ * /proc/self/maps at installation) with one inotify instance.  The kernel
+ * queues IN_MODIFY for a size change of the file (any caller) and for writes
+ * and hole punches through descriptors that notify, and raises a real-time
  * signal (O_ASYNC, F_SETSIG) at the process; its handler reads the events
  * and raises VM_UNMAPPED for the pages of every mapping of the file (from
  * the table of file mappings, ucm_filemap.h) that are no longer in the
@@ -23,7 +24,8 @@
  * when the main thread next runs (microseconds).  Not seen: hole punches
  * through a descriptor the kernel does not notify for (memfd_create()'s own
  * descriptor, on kernels that stopped notifying for pseudo files), files
- * mapped behind libucm's back, and a forked child (it stops watching).
+ * mapped by an inline mmap after installation, and a forked child (it
+ * stops watching).
  * Details: docs/internals-filemap.md.
  *
  * Contract: ucm_filewatch_on is 0 unless enabled at load time.  The add
@@ -45,6 +47,11 @@ void ucm_filewatch_add_fd(int fd, const struct stat *st);
 
 /* SysV segment shmid attached at [addr, addr + size). */
 void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid);
+
+/* Watch every shared file mapping that exists now (/proc/self/maps,
+ * through /proc/self/map_files): those made before the hooks were
+ * installed.  Not hook context (installation). */
+void ucm_filewatch_scan(void);
 
 /* Set by a truncation hook around its call: the file whose removed pages
  * the hook raises itself (the watch does not report it again when its

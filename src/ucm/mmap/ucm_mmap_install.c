@@ -7,6 +7,7 @@
  */
 #include "ucm_mmap.h"
 
+#include "ucm_filewatch.h"
 #include "ucm_syscall.h"
 
 #include <ucm/bistro/ucm_bistro.h>
@@ -535,6 +536,9 @@ ucs_status_t ucm_mmap_install(int events)
     }
     ucm_mmap_installed = 1;
     ucm_syscall_fast_update(ucm_hook_syscall_func.next);
+    if (ucm_filewatch_on) {
+        ucm_filewatch_scan(); /* files mapped before the hooks */
+    }
     ucm_debug("memory hooks installed (%s mode) in %d usec",
               ucm_mmap_hook_modes[ucm_mmap_mode], (int)ucm_mmap_install_usec);
     status = UCS_OK;

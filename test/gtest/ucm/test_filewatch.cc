@@ -302,6 +302,31 @@ UCMT_CHILD_SCENARIO(fw_other_thread)
         7, true, true);
 }
 
+/* A memfd mapped before the hooks were installed: watched from
+ * /proc/self/maps at installation. */
+UCMT_CHILD_SCENARIO(fw_mapped_before_hooks)
+{
+    const size_t ps = page_size(), len = 8 * ps;
+    int fd  = fw_memfd(len);
+    char *a = (fd >= 0) ? fw_map(fd, len) : NULL;
+    int ret;
+
+    if (a == NULL) {
+        return FW_SETUP;
+    }
+    if (ucm_hooks_installed_mode() != UCM_MMAP_HOOK_NONE) {
+        printf("hooks already installed: the scenario is not fresh\n");
+        return FW_SETUP;
+    }
+    ret = fw_handler();
+    if (ret != FW_OK) {
+        return ret;
+    }
+    return fw_check(
+        {range_t((uintptr_t)a, len)},
+        [&]() { return ucmt_rawsys(SYS_ftruncate, fd, 5 * ps); }, 3);
+}
+
 /* Whether the kernel queues IN_MODIFY for an fallocate hole punch through
  * memfd_create()'s own descriptor (pseudo files stopped notifying). */
 bool fw_kernel_notifies_memfd_punch()
@@ -442,6 +467,11 @@ TEST_F(Filewatch, TruncatedByAnotherProcess)
 TEST_F(Filewatch, TruncatedOnAnotherThread)
 {
     run("fw_other_thread");
+}
+
+TEST_F(Filewatch, MappedBeforeHooks)
+{
+    run("fw_mapped_before_hooks");
 }
 
 TEST_F(Filewatch, MemfdInlinePunchHole)
