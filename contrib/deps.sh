@@ -10,7 +10,8 @@ PKGS=(build-essential autoconf automake libtool pkg-config
       libucx0 libucx-dev
       libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
       openmpi-bin libopenmpi-dev ucx-utils
-      clang-format)
+      clang-format
+      debhelper lintian fakeroot)
 
 missing=()
 for p in "${PKGS[@]}"; do

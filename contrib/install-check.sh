@@ -3,7 +3,7 @@
 # `make install` to /usr/local beside Debian's UCX and Open MPI, in a
 # throwaway root: is the system's UCX still whole, and does it run?
 #
-#   contrib/install-check.sh [BUILD_DIR]        (default: build)
+#   contrib/install-check.sh [--deb] [BUILD_DIR]        (default: build)
 #
 # In a private mount namespace (unshare -m, root), /usr/local and /etc are
 # overlays whose writes go to a temporary directory; nothing on the machine
@@ -26,24 +26,71 @@
 #   5. our installed tools (ucm_info -v, ucm_info -e, ucm-run --print), their
 #      man pages, and a program built with `pkg-config --cflags --libs ucs`
 #      against our headers
+# With --deb also the Debian packages (debian/; 3-5 min on 2 cores):
+# dpkg-buildpackage -us -uc -b in a copy of the source tree, lintian (no
+# error allowed), then in another throwaway root (overlays on /usr, /etc,
+# /var) dpkg -i beside Debian's libucx0, libucx-dev, ucx-utils and Open MPI
+# (dpkg refuses a file conflict), and: Debian's ucx_info still loads
+# Debian's libucm; ucm-run finds ours in /usr/lib/<multiarch>/ucx-memhooks;
+# checks 3-5 above through ucm-run and with the packaged tools; dpkg -r
+# leaves none of the packages' files.  Without debhelper or lintian
+# (contrib/deps.sh) that part is skipped, saying so.
 # Exit status: 0 all passed, 1 a check failed, 77 a prerequisite is missing
 # (not root, no unshare, Debian's UCX tools not installed): it says which.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 me=install-check
 
-if [ "${1:-}" = --inside ]; then
+deb=0
+if [ "${1:-}" = --inside ] || [ "${1:-}" = --inside-deb ]; then
     inside=1
+    [ "$1" = --inside-deb ] && deb=1
     work=$2
     build=$3
 else
     inside=0
+    if [ "${1:-}" = --deb ]; then
+        deb=1
+        shift
+    fi
     build=$(cd "${1:-$top/build}" && pwd)
 fi
 
 skip() {
     echo "$me: skipped: $*"
     exit 77
+}
+
+# Build the Debian packages in a copy of the source tree (dpkg-buildpackage
+# configures in the tree it runs in), lintian them, and check them in a
+# namespace of their own.  $1: the work directory, $2: the build tree (for
+# test/mpi).  Returns 1 when something failed.
+deb_build_and_check() {
+    local w=$1 b=$2 t
+    echo "--- Debian packages"
+    for t in dpkg-buildpackage dh lintian fakeroot git; do
+        if ! command -v $t >/dev/null; then
+            echo "  skipped: $t not installed (contrib/deps.sh: debhelper, lintian)"
+            return 0
+        fi
+    done
+    mkdir -p "$w/deb/src"
+    (cd "$top" && git ls-files -z -c -o --exclude-standard |
+        xargs -0 cp -P --parents -t "$w/deb/src" 2>/dev/null) || true
+    if ! (cd "$w/deb/src" && dpkg-buildpackage -us -uc -b -j"$(nproc)" >"$w/deb/build.log" 2>&1); then
+        tail -n 20 "$w/deb/build.log"
+        echo "  FAILED: dpkg-buildpackage -us -uc -b"
+        return 1
+    fi
+    echo "  ok: dpkg-buildpackage -us -uc -b: $(cd "$w/deb" && echo ./*.deb | sed 's|\./||g')"
+    lintian --tag-display-limit 0 "$w"/deb/*.changes >"$w/deb/lintian.log" 2>&1 || true
+    if grep -q '^E: ' "$w/deb/lintian.log"; then
+        grep '^E: ' "$w/deb/lintian.log"
+        echo "  FAILED: lintian reports errors"
+        return 1
+    fi
+    echo "  ok: lintian: no errors ($(grep -c '^W: ' "$w/deb/lintian.log" || true) warnings)"
+    unshare -m --propagation private "$0" --inside-deb "$w" "$b"
 }
 
 # --- outside: prerequisites, the build, the namespace ----------------------
@@ -66,7 +113,12 @@ if [ $inside -eq 0 ]; then
     fi
     rc=0
     unshare -m --propagation private "$0" --inside "$work" "$build" || rc=$?
-    echo "$me: $((SECONDS - t0)) s"
+    echo "$me: make install: $((SECONDS - t0)) s"
+    if [ $deb -eq 1 ]; then
+        t0=$SECONDS
+        deb_build_and_check "$work" "$build" || rc=1
+        echo "$me: Debian packages: $((SECONDS - t0)) s"
+    fi
     exit $rc
 fi
 
@@ -78,16 +130,173 @@ bad() {
     failed=1
 }
 
-# Overlays: their upper layers on a tmpfs of their own (an overlay cannot
+# An overlay on $1 whose writes go to a tmpfs of its own (an overlay cannot
 # have its upper layer on another overlay, as /tmp may be in a container).
-mkdir -p "$work/t"
-mount -t tmpfs tmpfs "$work/t"
-for d in usr-local etc; do mkdir -p "$work/t/$d/up" "$work/t/$d/wk"; done
-mount -t overlay overlay \
-    -o "lowerdir=/usr/local,upperdir=$work/t/usr-local/up,workdir=$work/t/usr-local/wk" /usr/local
-mount -t overlay overlay -o "lowerdir=/etc,upperdir=$work/t/etc/up,workdir=$work/t/etc/wk" /etc
-up=$work/t/usr-local/up # what the install writes, and nothing else
+throwaway() {
+    local d=$1 n
+    n=$(tr / _ <<<"$d")
+    mkdir -p "$work/t"
+    mountpoint -q "$work/t" || mount -t tmpfs tmpfs "$work/t"
+    mkdir -p "$work/t/$n/up" "$work/t/$n/wk"
+    mount -t overlay overlay -o "lowerdir=$d,upperdir=$work/t/$n/up,workdir=$work/t/$n/wk" "$d"
+    echo "$work/t/$n/up"
+}
 
+# Debian's ucx_info, ucx_perftest (two processes) and Open MPI's mpirun
+# running on our libucm; $@: the wrapper to start them with (empty: the
+# loader finds our libucm by itself).
+stock_checks() {
+    local out port server n
+    if out=$("$@" ucx_info -v 2>&1); then
+        ok "${*:+$* }ucx_info -v: $(grep -m1 -i version <<<"$out")"
+    else
+        bad "${*:+$* }ucx_info -v: $out"
+    fi
+    port=$((20000 + $$ % 20000))
+    UCX_TLS=posix,self timeout 60 "$@" ucx_perftest -p $port >"$work/pf-server.log" 2>&1 &
+    server=$!
+    sleep 1
+    if UCX_TLS=posix,self UCM_STATS=y timeout 60 "$@" ucx_perftest 127.0.0.1 -p $port \
+        -t tag_bw -s 1048576 -n 200 >"$work/pf-client.log" 2>&1 &&
+        wait $server; then
+        if grep -q "UCM STATS .*handler #[0-9]* libucs\.so\.0" "$work/pf-client.log"; then
+            ok "${*:+$* }ucx_perftest tag_bw 1 MiB: $(grep -m1 '^Final' "$work/pf-client.log" | awk '{print $(NF-2), "MB/s"}'); libucs's handlers in our libucm"
+        else
+            bad "ucx_perftest ran, but our libucm reported no libucs handler (UCM_STATS)"
+            tail -n 5 "$work/pf-client.log"
+        fi
+    else
+        bad "ucx_perftest tag_bw (UCX_TLS=posix,self) failed"
+        tail -n 5 "$work/pf-client.log" "$work/pf-server.log"
+        kill $server 2>/dev/null || true
+    fi
+
+    mpi_prog=$build/test/mpi/mpi_vm_reuse
+    if ! command -v mpirun >/dev/null; then
+        echo "  skipped: mpirun not installed (contrib/deps.sh: openmpi-bin)"
+    elif [ ! -x "$mpi_prog" ]; then
+        echo "  skipped: $mpi_prog not built (configure found no mpicc)"
+    elif timeout 120 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_devices any \
+        --mca pml_ucx_tls any -x UCX_TLS=posix,self -x UCM_STATS=y \
+        "$@" "$mpi_prog" -s 1048576 -g 2 -v munmap,free,shmdt,brk >"$work/mpi.log" 2>&1 &&
+        grep -q "all variants OK" "$work/mpi.log"; then
+        n=$(grep -c "UCM STATS .*installed: handler" "$work/mpi.log" || true)
+        if [ "$n" -gt 0 ]; then
+            ok "mpirun -np 2 ${*:+$* }mpi_vm_reuse (munmap, free, shmdt, brk): all variants OK; $n handlers in our libucm"
+        else
+            bad "mpi_vm_reuse passed, but not on our libucm (no UCM_STATS lines)"
+        fi
+    else
+        bad "mpirun -np 2 ${*:+$* }mpi_vm_reuse failed"
+        tail -n 10 "$work/mpi.log"
+    fi
+}
+
+# The file ldd output $2 resolved library $1 to, links resolved.
+ldd_path() {
+    local p
+    p=$(awk -v l="$1" '$1 == l {print $3}' "$2")
+    [ -n "$p" ] && readlink -f "$p"
+}
+
+# Our installed tools, man pages and pkg-config files.  $1: bin directory,
+# $2: the directory of our libucm.so.0, $3: man directory, $4: the
+# directory of libucs_mh.so.0.
+tools_checks() {
+    local bin=$1 ucmdir=$2 man=$3 libdir=$4 out m missing=""
+    if out=$("$bin/ucm_info" -v 2>&1) && grep -q "libucm: $ucmdir/libucm.so.0" <<<"$out"; then
+        ok "ucm_info -v: $(head -1 <<<"$out"); libucm: $ucmdir/libucm.so.0"
+    else
+        bad "ucm_info -v: $out"
+    fi
+    if "$bin/ucm_info" -e >"$work/ucm_info.log" 2>&1; then
+        ok "ucm_info -e: every event arrived"
+    else
+        bad "ucm_info -e failed"
+        tail -n 5 "$work/ucm_info.log"
+    fi
+    if out=$("$bin/ucm-run" --print 2>&1) && [ "$out" = "$ucmdir/libucm.so.0" ]; then
+        ok "ucm-run --print: $out"
+    else
+        bad "ucm-run --print: $out"
+    fi
+    for m in man1/ucm_info.1 man1/ucm-run.1 man1/ucm_bench_hooks.1 man1/ucm_bench_uffd.1 \
+        man1/ucs_bench_rcache.1 man7/ucm-env.7; do
+        [ -f "$man/$m" ] || [ -f "$man/$m.gz" ] || missing="$missing $m"
+    done
+    if [ -z "$missing" ]; then
+        ok "man pages installed: $(cd "$man" && echo man1/ucm* man1/uc[st]* man7/ucm*)"
+    else
+        bad "man pages missing in $man:$missing"
+    fi
+    if command -v cc >/dev/null && command -v pkg-config >/dev/null; then
+        cat >"$work/app.c" <<'EOF'
+#include <ucs/memory/rcache.h>
+#include <ucm/api/ucm.h>
+#include <stdio.h>
+int main(void)
+{
+    printf("%s %p\n", ucs_status_string(UCS_ERR_NO_MEMORY), (void *)&ucs_rcache_create);
+    return 0;
+}
+EOF
+        # shellcheck disable=SC2046
+        if cc -o "$work/app" "$work/app.c" $(pkg-config --cflags --libs ucs) 2>"$work/app.log" &&
+            "$work/app" >>"$work/app.log" 2>&1 &&
+            ldd "$work/app" >"$work/app.ldd" &&
+            [ "$(ldd_path libucs_mh.so.0 "$work/app.ldd")" = "$(readlink -f "$libdir/libucs_mh.so.0")" ] &&
+            [ "$(ldd_path libucm.so.0 "$work/app.ldd")" = "$(readlink -f "$ucmdir/libucm.so.0")" ]; then
+            ok "cc app.c \$(pkg-config --cflags --libs ucs): $(pkg-config --cflags --libs ucs | tr -s ' ')"
+        else
+            bad "a program with <ucs/memory/rcache.h> and pkg-config ucs did not build, run or load ours"
+            cat "$work/app.log" "$work/app.ldd" 2>/dev/null
+        fi
+    fi
+}
+
+# Where the loader finds libucs.so.0 and libucm.so.0 for Debian's ucx_info.
+ucx_info_libs() {
+    local deps
+    deps=$(ldd "$(command -v ucx_info)")
+    ucs=$(awk '$1 == "libucs.so.0" {print $3}' <<<"$deps")
+    ucm=$(awk '$1 == "libucm.so.0" {print $3}' <<<"$deps")
+}
+
+if [ $deb -eq 1 ]; then
+    # dpkg writes to /usr, /etc and /var (its database).
+    for d in /usr /etc /var; do throwaway $d >/dev/null; done
+    multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+    privdir=/usr/lib/$multiarch/ucx-memhooks
+    debs=$(printf '%s\n' "$work"/deb/*.deb | grep -v dbgsym)
+    # shellcheck disable=SC2086
+    if dpkg -i $debs >"$work/deb/dpkg.log" 2>&1; then
+        ok "dpkg -i $(xargs -n1 basename <<<"$debs" | tr '\n' ' ')beside $(dpkg-query -W -f '${Package} ' libucx0 libucx-dev ucx-utils libopenmpi3 2>/dev/null)"
+    else
+        tail -n 20 "$work/deb/dpkg.log"
+        echo "  FAILED: dpkg -i"
+        exit 1
+    fi
+    ucx_info_libs
+    case "$ucm" in
+    "$privdir"/* | "") bad "ucx_info without ucm-run: libucm.so.0 => ${ucm:-not found}" ;;
+    *) ok "ucx_info without ucm-run: libucm.so.0 => $ucm (Debian's: nothing changes by itself)" ;;
+    esac
+    stock_checks /usr/bin/ucm-run
+    tools_checks /usr/bin "$privdir" /usr/share/man "/usr/lib/$multiarch"
+    files=$(dpkg -L libucx-memhooks0 libucx-memhooks-dev ucx-memhooks-tools | sort -u)
+    dpkg -r ucx-memhooks-tools libucx-memhooks-dev libucx-memhooks0 >>"$work/deb/dpkg.log" 2>&1 ||
+        bad "dpkg -r failed"
+    left=$(while IFS= read -r f; do [ -f "$f" ] || [ -L "$f" ] && echo "$f"; done <<<"$files" | grep -v '^/usr/share/doc' || true)
+    if [ -z "$left" ]; then
+        ok "dpkg -r: none of the packages' files left"
+    else
+        bad "dpkg -r left: $left"
+    fi
+    exit $failed
+fi
+
+up=$(throwaway /usr/local) # what the install writes, and nothing else
+throwaway /etc >/dev/null
 # 0.1.0 installed this project's libucs as libucs.so.0 (with its .la).
 planted=0
 if [ -f "$build/src/ucs/.libs/libucs_mh.so.0.0.0" ]; then
@@ -157,9 +366,7 @@ for l in libucs_mh.so.0 libucm.so.0; do
     p=$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')
     if [ "$p" = /usr/local/lib/$l ]; then ok "loader cache: $l -> $p"; else bad "loader cache: $l -> ${p:-nothing}"; fi
 done
-deps=$(ldd "$(command -v ucx_info)")
-ucs=$(awk '$1 == "libucs.so.0" {print $3}' <<<"$deps")
-ucm=$(awk '$1 == "libucm.so.0" {print $3}' <<<"$deps")
+ucx_info_libs
 case "$ucs" in
 /usr/local/* | "") bad "ucx_info: libucs.so.0 => ${ucs:-not found}" ;;
 *) ok "ucx_info: libucs.so.0 => $ucs (Debian's)" ;;
@@ -178,98 +385,9 @@ if command -v cc >/dev/null; then
     esac
 fi
 
-echo "--- 3. Debian's UCX tools on our libucm"
-if out=$(ucx_info -v 2>&1); then
-    ok "ucx_info -v: $(grep -m1 -i version <<<"$out")"
-else
-    bad "ucx_info -v: $out"
-fi
-port=$((20000 + $$ % 20000))
-UCX_TLS=posix,self timeout 60 ucx_perftest -p $port >"$work/pf-server.log" 2>&1 &
-server=$!
-sleep 1
-if UCX_TLS=posix,self UCM_STATS=y timeout 60 ucx_perftest 127.0.0.1 -p $port \
-    -t tag_bw -s 1048576 -n 200 >"$work/pf-client.log" 2>&1 &&
-    wait $server; then
-    if grep -q "UCM STATS .*handler #[0-9]* libucs\.so\.0" "$work/pf-client.log"; then
-        ok "ucx_perftest tag_bw 1 MiB: $(grep -m1 '^Final' "$work/pf-client.log" | awk '{print $(NF-2), "MB/s"}'); libucs's handlers in our libucm"
-    else
-        bad "ucx_perftest ran, but our libucm reported no libucs handler (UCM_STATS)"
-        tail -n 5 "$work/pf-client.log"
-    fi
-else
-    bad "ucx_perftest tag_bw (UCX_TLS=posix,self) failed"
-    tail -n 5 "$work/pf-client.log" "$work/pf-server.log"
-    kill $server 2>/dev/null || true
-fi
-
-echo "--- 4. Open MPI on our libucm"
-mpi_prog=$build/test/mpi/mpi_vm_reuse
-if ! command -v mpirun >/dev/null; then
-    echo "  skipped: mpirun not installed (contrib/deps.sh: openmpi-bin)"
-elif [ ! -x "$mpi_prog" ]; then
-    echo "  skipped: $mpi_prog not built (configure found no mpicc)"
-elif timeout 120 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_devices any \
-    --mca pml_ucx_tls any -x UCX_TLS=posix,self -x UCM_STATS=y \
-    "$mpi_prog" -s 1048576 -g 2 -v munmap,free,shmdt,brk >"$work/mpi.log" 2>&1 &&
-    grep -q "all variants OK" "$work/mpi.log"; then
-    n=$(grep -c "UCM STATS .*installed: handler" "$work/mpi.log" || true)
-    if [ "$n" -gt 0 ]; then
-        ok "mpirun -np 2 mpi_vm_reuse (munmap, free, shmdt, brk): all variants OK; $n handlers in our libucm"
-    else
-        bad "mpi_vm_reuse passed, but not on our libucm (no UCM_STATS lines)"
-    fi
-else
-    bad "mpirun -np 2 mpi_vm_reuse failed"
-    tail -n 10 "$work/mpi.log"
-fi
+echo "--- 3./4. Debian's UCX tools and Open MPI on our libucm"
+stock_checks
 
 echo "--- 5. our tools and headers"
-if out=$(/usr/local/bin/ucm_info -v 2>&1); then
-    ok "ucm_info -v: $(head -1 <<<"$out")"
-else
-    bad "ucm_info -v: $out"
-fi
-if /usr/local/bin/ucm_info -e >"$work/ucm_info.log" 2>&1; then
-    ok "ucm_info -e: every event arrived"
-else
-    bad "ucm_info -e failed"
-    tail -n 5 "$work/ucm_info.log"
-fi
-if out=$(/usr/local/bin/ucm-run --print 2>&1) && [ "$out" = /usr/local/lib/libucm.so.0 ]; then
-    ok "ucm-run --print: $out"
-else
-    bad "ucm-run --print: $out"
-fi
-missing=""
-for m in man1/ucm_info.1 man1/ucm-run.1 man1/ucm_bench_hooks.1 man1/ucm_bench_uffd.1 \
-    man1/ucs_bench_rcache.1 man7/ucm-env.7; do
-    [ -f "/usr/local/share/man/$m" ] || missing="$missing $m"
-done
-if [ -z "$missing" ]; then
-    ok "man pages installed: $(cd /usr/local/share/man && echo man1/*.1 man7/*.7)"
-else
-    bad "man pages missing in /usr/local/share/man:$missing"
-fi
-if command -v cc >/dev/null && command -v pkg-config >/dev/null; then
-    cat >"$work/app.c" <<'EOF'
-#include <ucs/memory/rcache.h>
-#include <ucm/api/ucm.h>
-#include <stdio.h>
-int main(void)
-{
-    printf("%s %p\n", ucs_status_string(UCS_ERR_NO_MEMORY), (void *)&ucs_rcache_create);
-    return 0;
-}
-EOF
-    # shellcheck disable=SC2046
-    if cc -o "$work/app" "$work/app.c" $(pkg-config --cflags --libs ucs) 2>"$work/app.log" &&
-        "$work/app" >>"$work/app.log" 2>&1 &&
-        ldd "$work/app" | grep -q "libucs_mh.so.0 => /usr/local/lib/libucs_mh.so.0"; then
-        ok "cc app.c \$(pkg-config --cflags --libs ucs): $(pkg-config --cflags --libs ucs | tr -s ' ')"
-    else
-        bad "a program with <ucs/memory/rcache.h> and pkg-config ucs did not build or run"
-        cat "$work/app.log"
-    fi
-fi
+tools_checks /usr/local/bin /usr/local/lib /usr/local/share/man /usr/local/lib
 exit $failed
