@@ -160,7 +160,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
         goto err_free;
     }
     rcache->events = params->ucm_events;
-    status         = ucs_rcache_uffd_init(rcache);
+    status = ucs_rcache_uffd_init(&rcache->uffd, rcache->events, rcache->name);
     if (status != UCS_OK) {
         goto err_fork;
     }

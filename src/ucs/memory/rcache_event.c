@@ -60,7 +60,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         rcache->inflight.invalidated = 1;
     }
     ucs_rcache_prot_forget_locked(rcache, start, end);
-    ucs_rcache_uffd_span_forget_locked(rcache, start, end);
+    ucs_rcache_uffd_span_forget_locked(&rcache->uffd, start, end);
 }
 
 void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,

@@ -63,9 +63,7 @@ static void ucs_rcache_fork_child(void)
         rcache->fork_gen++;
         rcache->inflight.active = 0;
         rcache->maps.count      = 0;
-        /* the child's pages are not registered with a userfaultfd */
-        rcache->uffd_span.start = 0;
-        rcache->uffd_span.end   = 0;
+        ucs_rcache_uffd_span_reset_locked(&rcache->uffd);
         /* the other threads' slots have no owner here any more */
         ucs_rcache_leases_drop_all_locked(rcache);
         ucs_rcache_tombstone_all_locked(rcache);

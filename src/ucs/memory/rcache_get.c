@@ -275,7 +275,7 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
         ucs_rcache_unlock(rcache);
     }
     /* subscribed before mem_reg: an unmap meanwhile marks inflight */
-    ucs_rcache_uffd_subscribe(rcache, region);
+    ucs_rcache_uffd_subscribe(&rcache->uffd, span->start, span->end);
 
     /* mark before pinning: a fork in between must not share the pages */
     status = rcache->dontfork ? ucs_rcache_dontfork_add(span->start, span->end)
@@ -445,7 +445,8 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                 ? ucs_rcache_pool_pop_locked(rcache)
                 : NULL;
         ucs_rcache_inflight_set_locked(rcache, &span);
-        ucs_rcache_uffd_span_check_locked(rcache, span.start, span.end);
+        ucs_rcache_uffd_span_check_locked(&rcache->uffd, span.start, span.end,
+                                          rcache->unmaps);
         ucs_rcache_unlock(rcache);
 
         ucs_rcache_regions_recycle(rcache, dead);
@@ -498,7 +499,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         ucs_rcache_lock(rcache);
         rcache->inflight.active = 0;
         rcache->stats.regs++;
-        ucs_rcache_uffd_span_update_locked(rcache);
+        ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->unmaps);
         if (!rcache->inflight.invalidated) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);

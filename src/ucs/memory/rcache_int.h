@@ -43,6 +43,7 @@
 #include <ucs/debug/ucs_log.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
+#include "rcache_uffd.h"
 #include <pthread.h>
 
 /* Mappings remembered from /proc/self/maps. */
@@ -238,18 +239,9 @@ struct ucs_rcache {
     size_t max_size;
     size_t max_unreleased;
     int purge_on_fork;
-    int dontfork; /* mark registered pages MADV_DONTFORK */
-    int events;   /* registered ucm events */
-    int uffd;     /* subscribe regions (rcache_uffd.c) */
-    struct {
-        ucs_pgt_addr_t start, end; /* (lock) a span reported as a whole:
-                                      no unmap in it since; 0, 0: none */
-        /* the registration path's own: */
-        int known;                /* this registration is inside it */
-        int fresh;                /* a subscription gave new_* */
-        unsigned long new_unmaps; /* unmaps when this one started */
-        ucs_pgt_addr_t new_start, new_end;
-    } uffd_span;               /* see rcache_uffd.c */
+    int dontfork;              /* mark registered pages MADV_DONTFORK */
+    int events;                /* registered ucm events */
+    ucs_rcache_uffd_t uffd;    /* rcache_uffd.h */
     ucs_rcache_stats_t stats;  /* under lock, or atomic where noted */
     ucs_list_link_t fork_link; /* global list, see rcache_fork.c */
     ucs_list_link_t pool;      /* free regions (tmp_list) */
@@ -389,20 +381,6 @@ void ucs_rcache_huge_free(void *block, size_t head, size_t size);
 ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
-
-/* rcache_uffd.c: start the monitor (create; error only under
- * UCX_MEM_UFFD=yes), subscribe a region about to be registered (kept until
- * its pages are unmapped: nothing to undo at release).  Registration path,
- * no spinlock held. */
-ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache);
-void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
-                                      ucs_rcache_region_t *region);
-/* The span known reported (rcache_uffd.c), lock held: forget it at an
- * unmap that touches it (below: look it up at the start of a registration,
- * remember what its subscription gave at the end). */
-void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
-                                        ucs_pgt_addr_t start,
-                                        ucs_pgt_addr_t end);
 
 /* rcache_fork.c */
 ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
@@ -593,40 +571,6 @@ static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
         return UCS_OK;
     }
     return ucs_rcache_cleanup_launch(rcache);
-}
-
-/* A registration of [start, end) starts (lock held): is it inside the span
- * known reported? */
-static inline void ucs_rcache_uffd_span_check_locked(ucs_rcache_t *rcache,
-                                                     ucs_pgt_addr_t start,
-                                                     ucs_pgt_addr_t end)
-{
-    rcache->uffd_span.known =
-        (start >= rcache->uffd_span.start) && (end <= rcache->uffd_span.end);
-    rcache->uffd_span.fresh      = 0; /* from a registration that failed */
-    rcache->uffd_span.new_unmaps = rcache->unmaps;
-}
-
-/* It ends (lock held): the span its subscription gave, if any, unless an
- * unmap was handled meanwhile (the span may have been cut). */
-static inline void ucs_rcache_uffd_span_update_locked(ucs_rcache_t *rcache)
-{
-    if (rcache->uffd_span.fresh &&
-        (rcache->uffd_span.new_unmaps == rcache->unmaps)) {
-        rcache->uffd_span.start = rcache->uffd_span.new_start;
-        rcache->uffd_span.end   = rcache->uffd_span.new_end;
-    }
-    rcache->uffd_span.fresh = 0;
-}
-
-/* Subscribe a region about to be registered, unless it lies in the span
- * known reported (ucs_rcache_uffd_span_check_locked()). */
-static inline void ucs_rcache_uffd_subscribe(ucs_rcache_t *rcache,
-                                             ucs_rcache_region_t *region)
-{
-    if (rcache->uffd && !rcache->uffd_span.known) {
-        ucs_rcache_uffd_subscribe_region(rcache, region);
-    }
 }
 
 #endif

@@ -16,56 +16,56 @@
  * the registration that subscribed and its end (the span libucm returned
  * may already have been cut by then).
  */
-#include "rcache_int.h"
+#include "rcache_uffd.h"
 
 #include <ucm/api/ucm_ext.h>
+#include <ucs/debug/ucs_log.h>
 
-ucs_status_t ucs_rcache_uffd_init(ucs_rcache_t *rcache)
+ucs_status_t ucs_rcache_uffd_init(ucs_rcache_uffd_t *uffd, int events,
+                                  const char *name)
 {
     ucs_status_t status;
     int active = 0;
 
-    if (!(rcache->events & UCM_EVENT_VM_UNMAPPED)) {
+    *uffd = (ucs_rcache_uffd_t){0};
+    if (!(events & UCM_EVENT_VM_UNMAPPED)) {
         return UCS_OK; /* nobody would hear the events */
     }
     status = ucm_uffd_start(&active);
     if (status != UCS_OK) {
-        ucs_rcache_error("%s: UCX_MEM_UFFD=yes, but userfaultfd is "
-                         "unavailable (see ucm_info)",
-                         rcache->name);
+        ucs_log_error("rcache",
+                      "%s: UCX_MEM_UFFD=yes, but userfaultfd is unavailable "
+                      "(see ucm_info)",
+                      name);
         return status;
     }
-    rcache->uffd = active;
+    uffd->active = active;
     return UCS_OK;
 }
 
-void ucs_rcache_uffd_subscribe_region(ucs_rcache_t *rcache,
-                                      ucs_rcache_region_t *region)
+void ucs_rcache_uffd_subscribe_range(ucs_rcache_uffd_t *uffd,
+                                     ucs_pgt_addr_t start, ucs_pgt_addr_t end)
 {
-    uintptr_t start, end;
+    uintptr_t span_start, span_end;
     uint64_t token;
 
     /* a refusal (file-backed, another owner) leaves the hooks in charge;
      * no ucm_uffd_unsubscribe() at release: it would only lower a span's
      * count (the pages stay registered until they are unmapped, see
      * ucm_ext.h), for a lock on every release */
-    if (ucm_uffd_subscribe_span((void *)region->super.start,
-                                ucs_rcache_region_size(region), &token, &start,
-                                &end) == UCS_OK) {
-        rcache->uffd_span.fresh     = 1;
-        rcache->uffd_span.new_start = start;
-        rcache->uffd_span.new_end   = end;
+    if (ucm_uffd_subscribe_span((void *)start, end - start, &token, &span_start,
+                                &span_end) == UCS_OK) {
+        uffd->fresh     = 1;
+        uffd->new_start = span_start;
+        uffd->new_end   = span_end;
     }
 }
 
-void ucs_rcache_uffd_span_forget_locked(ucs_rcache_t *rcache,
+void ucs_rcache_uffd_span_forget_locked(ucs_rcache_uffd_t *uffd,
                                         ucs_pgt_addr_t start,
                                         ucs_pgt_addr_t end)
 {
-    ucs_rcache_assert_locked(rcache);
-    if (ucs_rcache_ranges_intersect(start, end, rcache->uffd_span.start,
-                                    rcache->uffd_span.end)) {
-        rcache->uffd_span.start = 0;
-        rcache->uffd_span.end   = 0;
+    if ((start < uffd->end) && (uffd->start < end)) {
+        ucs_rcache_uffd_span_reset_locked(uffd);
     }
 }
