@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,24 @@ __thread const ucm_filemap_key_t *ucm_filewatch_covered
     __attribute__((tls_model("initial-exec")));
 static int ucm_filewatch_fd = -1;
 static ucm_filewatch_slot_t ucm_filewatch_slots[UCM_FILEWATCH_SLOTS];
+
+ucm_filewatch_opts_t ucm_filewatch_opts = {0, 0};
+
+#define UCM_FILEWATCH_FIELD(_name, _dfl, _doc, _field, _type)                  \
+    {                                                                          \
+        _name, _dfl, _doc, offsetof(ucm_filewatch_opts_t, _field), _type, NULL \
+    }
+
+const ucs_config_field_t ucm_filewatch_config_table[] = {
+    UCM_FILEWATCH_FIELD("MEM_FILE_WATCH", "no",
+                        "Watch every mapped shared file with inotify and "
+                        "report pages that calls no hook sees removed "
+                        "(after the fact; takes one real-time signal)",
+                        enable, UCS_CONFIG_TYPE_BOOL),
+    UCM_FILEWATCH_FIELD("MEM_FILE_WATCH_SIGNAL", "0",
+                        "Real-time signal of the file watch; 0: SIGRTMAX-2",
+                        signal, UCS_CONFIG_TYPE_UINT),
+    {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static unsigned ucm_filewatch_hash(int wd)
 {
@@ -383,22 +402,21 @@ static void ucm_filewatch_atfork_child(void)
     }
 }
 
-static int ucm_filewatch_enabled(void)
+void ucm_filewatch_init(void)
 {
-    const char *env = getenv("UCX_MEM_FILE_WATCH");
-
-    return (env != NULL) && ((env[0] == 'y') || (env[0] == 'Y') ||
-                             (env[0] == '1') || !strcmp(env, "on"));
-}
-
-static void UCS_F_CTOR ucm_filewatch_init(void)
-{
-    const char *sig_env = getenv("UCX_MEM_FILE_WATCH_SIGNAL");
-    int signo           = (sig_env != NULL) ? atoi(sig_env) : SIGRTMAX - 2;
+    int signo = (int)ucm_filewatch_opts.signal;
     struct sigaction sa;
     int fd;
 
-    if (!ucm_filewatch_enabled()) {
+    if (!ucm_filewatch_opts.enable) {
+        return;
+    }
+    if (signo == 0) {
+        signo = SIGRTMAX - 2;
+    } else if ((signo < SIGRTMIN) || (signo > SIGRTMAX)) {
+        ucm_error("UCX_MEM_FILE_WATCH_SIGNAL=%d is not a real-time signal "
+                  "(%d..%d): file watch off",
+                  signo, SIGRTMIN, SIGRTMAX);
         return;
     }
     fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);

@@ -37,10 +37,26 @@
 
 #include "ucm_filemap.h"
 
+#include <ucs/config/ucs_config_parse.h>
+
 #include <stdint.h>
 #include <sys/stat.h>
 
+/* UCX_MEM_FILE_WATCH, UCX_MEM_FILE_WATCH_SIGNAL (parsed by ucm_config.c). */
+typedef struct {
+    int enable;
+    unsigned signal; /* 0: SIGRTMAX - 2 */
+} ucm_filewatch_opts_t;
+
+extern ucm_filewatch_opts_t ucm_filewatch_opts;
+extern const ucs_config_field_t ucm_filewatch_config_table[];
+
 extern int ucm_filewatch_on;
+
+/* Start watching if UCX_MEM_FILE_WATCH=y: after ucm_config_init(), before
+ * the hooks are installed.  A signal outside SIGRTMIN..SIGRTMAX, or no
+ * inotify, leaves the watch off with one log line.  Not hook context. */
+void ucm_filewatch_init(void);
 
 /* A shared mapping of the regular file open as fd, described by st. */
 void ucm_filewatch_add_fd(int fd, const struct stat *st);

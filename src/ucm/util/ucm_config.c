@@ -6,6 +6,7 @@
 #include "ucm_config.h"
 #include "ucm_log.h"
 
+#include <ucm/mmap/ucm_filewatch.h>
 #include <ucm/uffd/ucm_uffd.h>
 
 #include <ucs/config/ucs_config_parse.h>
@@ -92,13 +93,19 @@ static void ucm_config_error(const char *var, const char *value,
 
 ucs_status_t ucm_config_init(void)
 {
-    ucs_status_t status, status_uffd;
+    ucs_status_t status, status_uffd, status_watch;
 
     status = ucs_config_parse_env("UCX_", ucm_config_table, &ucm_global_opts,
                                   ucm_config_error, NULL);
     status_uffd = ucs_config_parse_env("UCX_", ucm_uffd_config_table,
                                        &ucm_uffd_opts, ucm_config_error, NULL);
-    return (status != UCS_OK) ? status : status_uffd;
+    status_watch =
+        ucs_config_parse_env("UCX_", ucm_filewatch_config_table,
+                             &ucm_filewatch_opts, ucm_config_error, NULL);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return (status_uffd != UCS_OK) ? status_uffd : status_watch;
 }
 
 void ucm_set_global_opts(const ucm_global_config_t *ucm_opts)
@@ -115,21 +122,25 @@ void ucm_set_global_opts(const ucm_global_config_t *ucm_opts)
     memcpy(&ucm_global_opts, ucm_opts, sizeof(ucm_global_opts));
 }
 
-/* Entry 'index' of libucm's tables (UCX's options, then UCX_MEM_UFFD*). */
+/* Entry 'index' of libucm's tables (UCX's options, then UCX_MEM_UFFD*,
+ * then UCX_MEM_FILE_WATCH*). */
 static const ucs_config_field_t *ucm_config_field(unsigned index,
                                                   const void **opts_p)
 {
-    unsigned nglobal = ucs_static_array_size(ucm_config_table) - 1;
-    unsigned i;
+    static const struct {
+        const ucs_config_field_t *table;
+        const void *opts;
+    } tables[] = {{ucm_config_table, &ucm_global_opts},
+                  {ucm_uffd_config_table, &ucm_uffd_opts},
+                  {ucm_filewatch_config_table, &ucm_filewatch_opts}};
+    unsigned t, i;
 
-    if (index < nglobal) {
-        *opts_p = &ucm_global_opts;
-        return &ucm_config_table[index];
-    }
-    for (i = 0; ucm_uffd_config_table[i].name != NULL; ++i) {
-        if (i == index - nglobal) {
-            *opts_p = &ucm_uffd_opts;
-            return &ucm_uffd_config_table[i];
+    for (t = 0; t < ucs_static_array_size(tables); ++t) {
+        for (i = 0; tables[t].table[i].name != NULL; ++i, --index) {
+            if (index == 0) {
+                *opts_p = tables[t].opts;
+                return &tables[t].table[i];
+            }
         }
     }
     return NULL;

@@ -9,6 +9,7 @@
  * re-initializes a lock it could not take.
  */
 #include <ucm/event/ucm_event.h>
+#include <ucm/mmap/ucm_filewatch.h>
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/reloc/ucm_reloc.h>
 #include <ucm/util/ucm_config.h>
@@ -68,6 +69,7 @@ static void UCS_F_CTOR ucm_init(void)
 {
     ucm_sys_page_size();
     ucm_config_init();
+    ucm_filewatch_init();
     ucm_rcu_init();
     ucm_mmap_init();
     pthread_atfork(ucm_init_atfork_prepare, ucm_init_atfork_parent,
