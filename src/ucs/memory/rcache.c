@@ -138,7 +138,7 @@ ucs_rcache_candidate_take(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
  * locked path applies them, hits must wait for it. */
 static inline int ucs_rcache_deferred_unmaps(ucs_rcache_t *rcache)
 {
-    return __atomic_load_n(&rcache->deferred.count, __ATOMIC_RELAXED) != 0;
+    return ucs_rcache_deferred_pending(&rcache->deferred);
 }
 
 static UCS_F_NOINLINE ucs_status_t

@@ -57,7 +57,7 @@ static void ucs_rcache_fork_child(void)
     {
         /* the lock stays held by prepare's thread, the child's only one,
          * until the cache is set right; then it is let go */
-        rcache->deferred.count  = 0;
+        ucs_rcache_deferred_reset(&rcache->deferred);
         rcache->regpath_owned   = 0; /* owned by the forking thread */
         rcache->regpath_waiters = 0; /* threads the child does not have */
         rcache->fork_gen++;

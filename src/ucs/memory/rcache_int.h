@@ -43,14 +43,12 @@
 #include <ucs/debug/ucs_log.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
+#include "rcache_deferred.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
 
 /* Mappings remembered from /proc/self/maps. */
 #define UCS_RCACHE_MAPS_CACHE 64
-
-/* Unmapped ranges remembered while the lock owner is interrupted. */
-#define UCS_RCACHE_DEFERRED 16
 
 /* Regions are carved from blocks of this many (once the cache holds a
  * huge page of regions: blocks of a huge page), freed at destroy. */
@@ -186,15 +184,9 @@ struct ucs_rcache {
     } __attribute__((aligned(64))) hot;
     uintptr_t lock __attribute__((aligned(64))); /* owner
                               (ucs_rcache_self()), 0: free */
-    struct {
-        unsigned count; /* atomic; > UCS_RCACHE_DEFERRED: all */
-        struct {
-            ucs_pgt_addr_t start, end;
-        } ranges[UCS_RCACHE_DEFERRED];
-    } deferred;               /* unmaps seen by the lock owner's own
-                                 signal handlers, see rcache_lock.c */
-    uint32_t regpath_owned;   /* (lock) a thread owns the
-                                 registration path (rcache_lock.c) */
+    ucs_rcache_deferred_t deferred;              /* rcache_deferred.h */
+    uint32_t regpath_owned;                      /* (lock) a thread owns the
+                                                    registration path (rcache_lock.c) */
     uint32_t regpath_waiters; /* (lock) threads waiting for it */
     uint32_t regpath_wake;    /* futex word, bumped (lock) when the
                                  path is given back to waiters */

@@ -3,10 +3,8 @@
  * The cache spinlock, with an owner so that the unmap handler, run by a
  * signal handler of the very thread that holds the lock (munmap from a
  * handler that interrupted a cache call), does not spin forever: it records
- * the range in a fixed array (async-signal-safe: only atomics on memory of
- * the cache) and the owner applies it under the lock before unlocking, or
- * the next owner right after locking.  Past UCS_RCACHE_DEFERRED ranges, the
- * whole cache is invalidated (safe, only slower).
+ * the range (rcache_deferred.h) and the owner applies it under the lock
+ * before unlocking, or the next owner right after locking.
  */
 #include "rcache_int.h"
 
@@ -34,30 +32,17 @@ void ucs_rcache_assert_owner(ucs_rcache_t *rcache, const char *func)
     }
 }
 
+static void ucs_rcache_deferred_unmap(void *arg, ucs_pgt_addr_t start,
+                                      ucs_pgt_addr_t end)
+{
+    ucs_rcache_unmap_range_locked((ucs_rcache_t *)arg, start, end);
+}
+
 /* Apply the deferred ranges (lock held). */
 static void ucs_rcache_deferred_apply(ucs_rcache_t *rcache)
 {
-    unsigned done = 0, count, i;
-
-    for (;;) {
-        count = ucs_rcache_atomic_load(&rcache->deferred.count);
-        if (count > UCS_RCACHE_DEFERRED) {
-            ucs_rcache_unmap_range_locked(rcache, 0, ~(ucs_pgt_addr_t)0);
-        } else {
-            for (i = done; i < count; ++i) {
-                ucs_rcache_unmap_range_locked(rcache,
-                                              rcache->deferred.ranges[i].start,
-                                              rcache->deferred.ranges[i].end);
-            }
-        }
-        rcache->stats.deferred_unmaps += count - ucs_min(done, count);
-        done = count;
-        /* a handler interrupting us may have added one meanwhile */
-        if (__atomic_compare_exchange_n(&rcache->deferred.count, &count, 0, 0,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            return;
-        }
-    }
+    rcache->stats.deferred_unmaps += ucs_rcache_deferred_drain(
+        &rcache->deferred, ucs_rcache_deferred_unmap, rcache);
 }
 
 void ucs_rcache_lock(ucs_rcache_t *rcache)
@@ -76,14 +61,14 @@ void ucs_rcache_lock(ucs_rcache_t *rcache)
 #endif
         }
     }
-    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->deferred.count) != 0)) {
+    if (ucs_unlikely(ucs_rcache_deferred_pending(&rcache->deferred))) {
         ucs_rcache_deferred_apply(rcache);
     }
 }
 
 void ucs_rcache_unlock(ucs_rcache_t *rcache)
 {
-    if (ucs_unlikely(ucs_rcache_atomic_load(&rcache->deferred.count) != 0)) {
+    if (ucs_unlikely(ucs_rcache_deferred_pending(&rcache->deferred))) {
         ucs_rcache_deferred_apply(rcache);
     }
     __atomic_store_n(&rcache->lock, 0, __ATOMIC_RELEASE);
@@ -92,18 +77,12 @@ void ucs_rcache_unlock(ucs_rcache_t *rcache)
 int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                              ucs_pgt_addr_t end)
 {
-    unsigned slot;
-
     if (__atomic_load_n(&rcache->lock, __ATOMIC_RELAXED) != ucs_rcache_self()) {
         ucs_rcache_lock(rcache);
         return 1;
     }
     /* we interrupted our own critical section */
-    slot = __atomic_fetch_add(&rcache->deferred.count, 1, __ATOMIC_ACQ_REL);
-    if (slot < UCS_RCACHE_DEFERRED) {
-        rcache->deferred.ranges[slot].start = start;
-        rcache->deferred.ranges[slot].end   = end;
-    }
+    ucs_rcache_deferred_add(&rcache->deferred, start, end);
     return 0;
 }
 
