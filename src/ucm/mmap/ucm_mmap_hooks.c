@@ -43,19 +43,38 @@ __thread int ucm_hook_chain_depth __attribute__((tls_model("initial-exec")));
  * Calling it instead would add a frame whose return, right after the
  * system call, costs several ns (the kernel leaves the return predictor
  * cold).  An entry that another hooker patched later no longer matches, so
- * the call still reaches that hooker. */
+ * the call still reaches that hooker.
+ *
+ * The entry's first bytes are read when the hook starts (peek): a system
+ * call waits for every earlier load, and this one (code read as data)
+ * misses the data cache and TLB; issued early it completes while the hook
+ * dispatches its events. */
+typedef struct {
+    const void *orig; /* ucm_hot.orig[id] when the hook started */
+    uint64_t code;    /* its first 8 bytes, 0 if not read */
+} ucm_mmap_peek_t;
+
 #if defined(__x86_64__)
-static UCS_F_ALWAYS_INLINE int ucm_mmap_orig_is_stub(const void *orig,
-                                                     const void *raw, long nr)
+static UCS_F_ALWAYS_INLINE ucm_mmap_peek_t ucm_mmap_orig_peek(int id,
+                                                              const void *raw)
+{
+    ucm_mmap_peek_t peek = {ucm_hot.orig[id], 0};
+
+    if (peek.orig != raw) {
+        memcpy(&peek.code, peek.orig, sizeof(peek.code));
+        __asm__ volatile("" : : "r"(peek.code)); /* the load goes here */
+    }
+    return peek;
+}
+
+static UCS_F_ALWAYS_INLINE int
+ucm_mmap_orig_is_stub(const void *orig, const void *raw, long nr,
+                      const ucm_mmap_peek_t *peek)
 {
     const uint64_t stub = 0xb8ull | ((uint64_t)nr << 8) | (0x050full << 40);
-    uint64_t code;
 
-    if (orig == raw) {
-        return 1;
-    }
-    memcpy(&code, orig, sizeof(code));
-    return (code & 0x00ffffffffffffffull) == stub;
+    return (orig == raw) || ((orig == peek->orig) &&
+                             ((peek->code & 0x00ffffffffffffffull) == stub));
 }
 
 static UCS_F_ALWAYS_INLINE long
@@ -74,8 +93,17 @@ ucm_mmap_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
     return ret;
 }
 #else
-static UCS_F_ALWAYS_INLINE int ucm_mmap_orig_is_stub(const void *orig,
-                                                     const void *raw, long nr)
+static UCS_F_ALWAYS_INLINE ucm_mmap_peek_t ucm_mmap_orig_peek(int id,
+                                                              const void *raw)
+{
+    ucm_mmap_peek_t peek = {NULL, 0};
+
+    return peek;
+}
+
+static UCS_F_ALWAYS_INLINE int
+ucm_mmap_orig_is_stub(const void *orig, const void *raw, long nr,
+                      const ucm_mmap_peek_t *peek)
 {
     return 0;
 }
@@ -97,25 +125,32 @@ static UCS_F_ALWAYS_INLINE long ucm_mmap_syscall_ret(long ret)
     return ret;
 }
 
-static UCS_F_ALWAYS_INLINE int ucm_munmap_call_orig(void *addr, size_t length)
+#define UCM_MUNMAP_PEEK()                                                      \
+    ucm_mmap_orig_peek(UCM_HOOK_MUNMAP, (void *)ucm_orig_munmap)
+#define UCM_MADVISE_PEEK()                                                     \
+    ucm_mmap_orig_peek(UCM_HOOK_MADVISE, (void *)ucm_orig_madvise)
+
+static UCS_F_ALWAYS_INLINE int ucm_munmap_call_orig(void *addr, size_t length,
+                                                    const ucm_mmap_peek_t *peek)
 {
     void *orig = ucm_hook_orig(UCM_HOOK_MUNMAP);
 
-    if (ucs_likely(
-            ucm_mmap_orig_is_stub(orig, (void *)ucm_orig_munmap, SYS_munmap))) {
+    if (ucs_likely(ucm_mmap_orig_is_stub(orig, (void *)ucm_orig_munmap,
+                                         SYS_munmap, peek))) {
         return (int)ucm_mmap_syscall_ret(ucm_mmap_syscall6(
             SYS_munmap, (long)addr, (long)length, 0, 0, 0, 0));
     }
     return UCM_HOOK_CALL_ORIG(UCM_HOOK_MUNMAP, ucm_munmap_func_t, addr, length);
 }
 
-static UCS_F_ALWAYS_INLINE int ucm_madvise_call_orig(void *addr, size_t length,
-                                                     int advice)
+static UCS_F_ALWAYS_INLINE int
+ucm_madvise_call_orig(void *addr, size_t length, int advice,
+                      const ucm_mmap_peek_t *peek)
 {
     void *orig = ucm_hook_orig(UCM_HOOK_MADVISE);
 
     if (ucs_likely(ucm_mmap_orig_is_stub(orig, (void *)ucm_orig_madvise,
-                                         SYS_madvise))) {
+                                         SYS_madvise, peek))) {
         return (int)ucm_mmap_syscall_ret(ucm_mmap_syscall6(
             SYS_madvise, (long)addr, (long)length, advice, 0, 0, 0));
     }
@@ -232,7 +267,8 @@ UCS_F_HOT void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
 }
 
 /* munmap with handlers of UCM_EVENT_MUNMAP (in the read section). */
-static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length)
+static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length,
+                             const ucm_mmap_peek_t *peek)
 {
     ucm_event_t event;
     int saved_errno;
@@ -243,7 +279,7 @@ static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length)
     ucm_hook_native_before(list, UCM_EVENT_MUNMAP, &event);
     ucm_hook_vm_unmapping(list, event.munmap.address, event.munmap.size);
     event.munmap.result =
-        ucm_munmap_call_orig(event.munmap.address, event.munmap.size);
+        ucm_munmap_call_orig(event.munmap.address, event.munmap.size, peek);
     saved_errno = errno;
     if (event.munmap.result == 0) {
         ucm_filemap_unmapped(event.munmap.address, event.munmap.size);
@@ -255,18 +291,19 @@ static int ucm_munmap_native(ucm_event_list_t *list, void *addr, size_t length)
 
 UCS_F_HOT int ucm_munmap(void *addr, size_t length)
 {
+    ucm_mmap_peek_t peek = UCM_MUNMAP_PEEK();
     ucm_event_list_t *list =
         ucm_hook_enter(UCM_EVENT_MUNMAP | UCM_EVENT_VM_UNMAPPED);
     int ret;
 
     if (list != NULL) {
         if (list->events & UCM_EVENT_MUNMAP) {
-            return ucm_munmap_native(list, addr, length);
+            return ucm_munmap_native(list, addr, length, &peek);
         }
         ucm_hook_vm_unmapping(list, addr, length);
         ucm_rcu_read_unlock(); /* the original call needs no read section */
     }
-    ret = ucm_munmap_call_orig(addr, length);
+    ret = ucm_munmap_call_orig(addr, length, &peek);
     if (ret == 0) {
         ucm_filemap_unmapped(addr, length);
     }
@@ -372,13 +409,14 @@ static void ucm_madvise_report(void *arg, uintptr_t start, size_t len)
 
 UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
 {
+    ucm_mmap_peek_t peek = UCM_MADVISE_PEEK();
     ucm_event_list_t *list =
         ucm_hook_enter(UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED);
     ucm_event_t event;
     int saved_errno, file_wide;
 
     if (list == NULL) {
-        return ucm_madvise_call_orig(addr, length, advice);
+        return ucm_madvise_call_orig(addr, length, advice, &peek);
     }
     event.madvise.result = -1;
     event.madvise.addr   = addr;
@@ -399,7 +437,7 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
             event.madvise.advice == MADV_REMOVE, ucm_madvise_report, list);
     }
     event.madvise.result = ucm_madvise_call_orig(
-        event.madvise.addr, event.madvise.length, event.madvise.advice);
+        event.madvise.addr, event.madvise.length, event.madvise.advice, &peek);
     saved_errno = errno;
     if (file_wide && (event.madvise.result == 0)) {
         /* as for truncation: a registration made between the event and
