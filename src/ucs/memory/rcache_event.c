@@ -54,11 +54,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
             rcache->stats.unmap_invalidations++;
         }
     }
-    if (rcache->inflight.active &&
-        ucs_rcache_ranges_intersect(start, end, rcache->inflight.start,
-                                    rcache->inflight.end)) {
-        rcache->inflight.invalidated = 1;
-    }
+    ucs_rcache_inflight_unmap_locked(&rcache->inflight, start, end);
     ucs_rcache_prot_forget_locked(rcache, start, end);
     ucs_rcache_uffd_span_forget_locked(&rcache->uffd, start, end);
 }

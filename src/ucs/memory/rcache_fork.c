@@ -61,8 +61,8 @@ static void ucs_rcache_fork_child(void)
         rcache->regpath_owned   = 0; /* owned by the forking thread */
         rcache->regpath_waiters = 0; /* threads the child does not have */
         rcache->fork_gen++;
-        rcache->inflight.active = 0;
-        rcache->maps.count      = 0;
+        ucs_rcache_inflight_clear_locked(&rcache->inflight);
+        rcache->maps.count = 0;
         ucs_rcache_uffd_span_reset_locked(&rcache->uffd);
         /* the other threads' slots have no owner here any more */
         ucs_rcache_leases_drop_all_locked(rcache);

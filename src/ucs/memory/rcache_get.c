@@ -60,22 +60,10 @@ ucs_rcache_lookup_merge_locked(ucs_rcache_t *rcache, ucs_rcache_span_t *span)
     return NULL;
 }
 
-/* Publish the range being registered to the unmap handler (lock held);
- * an unmap of any part of it from now on makes the registration redone. */
-static void ucs_rcache_inflight_set_locked(ucs_rcache_t *rcache,
-                                           const ucs_rcache_span_t *span)
-{
-    ucs_rcache_assert_locked(rcache);
-    rcache->inflight.start       = span->start;
-    rcache->inflight.end         = span->end;
-    rcache->inflight.invalidated = 0;
-    rcache->inflight.active      = 1;
-}
-
 static void ucs_rcache_inflight_clear(ucs_rcache_t *rcache)
 {
     ucs_rcache_lock(rcache);
-    rcache->inflight.active = 0;
+    ucs_rcache_inflight_clear_locked(&rcache->inflight);
     ucs_rcache_unlock(rcache);
 }
 
@@ -268,10 +256,10 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     region->status      = UCS_INPROGRESS;
 
     /* only the registration path (owned) writes the range */
-    if (!rcache->inflight.active || (rcache->inflight.start != span->start) ||
-        (rcache->inflight.end != span->end)) {
+    if (!ucs_rcache_inflight_is(&rcache->inflight, span->start, span->end)) {
         ucs_rcache_lock(rcache);
-        ucs_rcache_inflight_set_locked(rcache, span);
+        ucs_rcache_inflight_set_locked(&rcache->inflight, span->start,
+                                       span->end);
         ucs_rcache_unlock(rcache);
     }
     /* subscribed before mem_reg: an unmap meanwhile marks inflight */
@@ -295,7 +283,7 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     } else {
         ucs_rcache_lock(rcache);
         rcache->stats.reg_failures++;
-        rcache->inflight.active = 0;
+        ucs_rcache_inflight_clear_locked(&rcache->inflight);
         ucs_rcache_unlock(rcache);
     }
     return status;
@@ -444,7 +432,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             (ucs_list_is_empty(&rcache->spare) && ucs_list_is_empty(dead))
                 ? ucs_rcache_pool_pop_locked(rcache)
                 : NULL;
-        ucs_rcache_inflight_set_locked(rcache, &span);
+        ucs_rcache_inflight_set_locked(&rcache->inflight, span.start, span.end);
         ucs_rcache_uffd_span_check_locked(&rcache->uffd, span.start, span.end,
                                           rcache->unmaps);
         ucs_rcache_unlock(rcache);
@@ -497,10 +485,10 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         }
 
         ucs_rcache_lock(rcache);
-        rcache->inflight.active = 0;
+        ucs_rcache_inflight_clear_locked(&rcache->inflight);
         rcache->stats.regs++;
         ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->unmaps);
-        if (!rcache->inflight.invalidated) {
+        if (!ucs_rcache_inflight_invalidated_locked(&rcache->inflight)) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);
             ucs_rcache_unlock_give_if_done(rcache, dead, owned);
@@ -519,7 +507,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
 
 err_recycle:
     ucs_rcache_lock(rcache);
-    rcache->inflight.active = 0;
+    ucs_rcache_inflight_clear_locked(&rcache->inflight);
     if (recycled != NULL) {
         ucs_list_add_tail(&rcache->pool, &recycled->tmp_list);
         --rcache->live_regions;

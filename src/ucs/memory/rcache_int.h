@@ -44,6 +44,7 @@
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
 #include "rcache_deferred.h"
+#include "rcache_inflight.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
 
@@ -198,20 +199,16 @@ struct ucs_rcache {
     size_t unreleased_size;   /* bytes of pending tombstones */
     struct {
         pthread_t thread;
-        int efd;                /* eventfd the thread reads */
-        unsigned fork_gen;      /* started in this generation */
-        int running;            /* atomic */
-        int stop;               /* atomic */
-        int wake_pending;       /* atomic */
-    } cleanup;                  /* rcache_cleanup.c */
-    unsigned long num_regions;  /* valid regions in the index */
-    size_t total_size;          /* their bytes */
-    unsigned long live_regions; /* allocated, not yet freed (lock) */
-    struct {
-        ucs_pgt_addr_t start, end;
-        int active;
-        int invalidated;
-    } inflight; /* registration running outside lock */
+        int efd;                    /* eventfd the thread reads */
+        unsigned fork_gen;          /* started in this generation */
+        int running;                /* atomic */
+        int stop;                   /* atomic */
+        int wake_pending;           /* atomic */
+    } cleanup;                      /* rcache_cleanup.c */
+    unsigned long num_regions;      /* valid regions in the index */
+    size_t total_size;              /* their bytes */
+    unsigned long live_regions;     /* allocated, not yet freed (lock) */
+    ucs_rcache_inflight_t inflight; /* rcache_inflight.h */
     struct {
         struct {
             ucs_pgt_addr_t start, end; /* end == 0: dropped */
