@@ -27,6 +27,8 @@
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -793,6 +795,78 @@ TEST_F(Uffd, HookedCallFailures)
 
     uffd_unsub(p + ps, 2 * ps);
     uffd_unsub(p, 4 * ps);
+}
+
+/* A signal handler's hooked munmap of subscribed pages, while the
+ * interrupted thread subscribes and unsubscribes (holding the monitor's
+ * lock at times): the hook must not wait for that lock (it would never be
+ * released), and the pages are reported before they go either way. */
+static const unsigned sig_max = 64;
+static char *sig_regions[sig_max];
+static std::atomic<unsigned> sig_next(0), sig_count(0), sig_handled(0);
+
+static void sig_unmap_handler(int)
+{
+    unsigned i = sig_next.load();
+
+    if ((i < sig_count.load()) && sig_next.compare_exchange_strong(i, i + 1)) {
+        int saved = errno;
+        munmap(sig_regions[i], 2 * page_size()); /* hooked */
+        errno = saved;
+        ++sig_handled;
+    }
+}
+
+TEST_F(Uffd, SignalHandlerUnmapWhileSubscribing)
+{
+    const size_t ps      = page_size();
+    const unsigned count = scaled(sig_max, 8);
+    struct sigaction sa, old;
+    std::atomic<bool> stop(false);
+    char *b = map(4);
+
+    ASSERT_TRUE(b != NULL);
+    sig_next  = 0;
+    sig_count = 0;
+    for (unsigned i = 0; i < count; ++i) {
+        sig_regions[i] = map(2);
+        ASSERT_TRUE(sig_regions[i] != NULL);
+        ASSERT_EQ(UCS_OK, uffd_sub(sig_regions[i], 2 * ps));
+        ASSERT_EQ(2u, oracle::watch(sig_regions[i], 2 * ps));
+    }
+    sig_handled = 0;
+    sig_count   = count;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = sig_unmap_handler;
+    sa.sa_flags   = SA_RESTART;
+    ASSERT_EQ(0, sigaction(SIGUSR1, &sa, &old));
+    oracle::arm();
+    pthread_t self = pthread_self();
+    std::thread signaller([&]() {
+        while (!stop.load()) {
+            pthread_kill(self, SIGUSR1);
+            usleep(200);
+        }
+    });
+    time_t deadline = time(NULL) + 60;
+    while ((sig_handled.load() < count) && (time(NULL) < deadline)) {
+        uint64_t token;
+        if (ucm_uffd_subscribe(b, 4 * ps, &token) == UCS_OK) {
+            ucm_uffd_unsubscribe(b, 4 * ps, token);
+        }
+    }
+    stop = true;
+    signaller.join();
+    sigaction(SIGUSR1, &old, NULL);
+    settle();
+    oracle_stats s = oracle::check();
+    EXPECT_EQ(count, sig_handled.load()) << "signals handled in 60 s";
+    EXPECT_EQ(2 * count, s.changed) << s.str();
+    EXPECT_EQ(0u, s.uncovered) << s.str();
+    for (unsigned i = 0; i < count; ++i) {
+        uffd_unsub(sig_regions[i], 2 * ps);
+    }
+    ucm_orig_munmap(b, 4 * ps);
 }
 
 /* A child forked by a raw system call (no atfork handler ran) shares the
