@@ -60,7 +60,10 @@ static UCS_F_ALWAYS_INLINE ucm_mmap_peek_t ucm_mmap_orig_peek(int id,
 {
     ucm_mmap_peek_t peek = {ucm_hot.orig[id], 0};
 
-    if (peek.orig != raw) {
+    /* the 8 bytes within the page of the entry: nothing else is known to
+     * be mapped (an entry too close to the end is called, never inlined) */
+    if ((peek.orig != raw) && (peek.orig != NULL) &&
+        (((uintptr_t)peek.orig & 4095) <= 4096 - sizeof(peek.code))) {
         memcpy(&peek.code, peek.orig, sizeof(peek.code));
         __asm__ volatile("" : : "r"(peek.code)); /* the load goes here */
     }
