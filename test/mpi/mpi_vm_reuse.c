@@ -22,9 +22,10 @@
  *           shrinks, glibc-internal), malloc() grows it again
  * and, only when named with -v (they bypass libc, so that no hook can see
  * them: only a userfaultfd monitor of the registered pages does):
- *   rawmunmap   mmap / syscall(SYS_munmap) / syscall(SYS_mmap,
- *               MAP_FIXED_NOREPLACE) at the same address
- *   madvise     private anonymous mmap; syscall(SYS_madvise, MADV_DONTNEED)
+ *   rawmunmap   mmap / munmap / mmap(MAP_FIXED_NOREPLACE) at the same
+ *               address, by inline syscall instructions (test/common/rawsys.h;
+ *               libucm hooks libc's syscall())
+ *   madvise     private anonymous mmap; MADV_DONTNEED by an inline syscall
  *               drops its pages (the address stays mapped, the next write
  *               faults in new zero pages), then the new contents are written
  * Rank 1 receives into a fixed buffer and reports, per send, whether it got
@@ -56,6 +57,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../common/rawsys.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -181,13 +184,13 @@ static int reuse_rawmunmap_replace(reuse_buf_t *b, size_t size, int vid,
 {
     void *p;
 
-    if (syscall(SYS_munmap, b->addr, size) != 0) {
+    if (UCMT_RAWSYS(SYS_munmap, (long)b->addr, (long)size) != 0) {
         return -1;
     }
     *released = reuse_page_unmapped((uintptr_t)b->addr, b->page);
-    p         = (void *)syscall(SYS_mmap, b->addr, size, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
-                                0);
+    p         = (void *)UCMT_RAWSYS(
+                SYS_mmap, (long)b->addr, (long)size, (long)(PROT_READ | PROT_WRITE),
+                (long)(MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE), -1L, 0L);
     if (p == MAP_FAILED) {
         return -1;
     }
@@ -202,7 +205,8 @@ static int reuse_madvise_replace(reuse_buf_t *b, size_t size, int vid, int gen,
 {
     unsigned char vec = 1;
 
-    if (syscall(SYS_madvise, b->addr, size, MADV_DONTNEED) != 0) {
+    if (UCMT_RAWSYS(SYS_madvise, (long)b->addr, (long)size,
+                    (long)MADV_DONTNEED) != 0) {
         return -1;
     }
     /* still mapped, but the page is no longer present: the pages that were

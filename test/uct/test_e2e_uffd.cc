@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * End-to-end oracle with the userfaultfd monitor (UCX_MEM_UFFD): the memory
- * at X is replaced by system calls no hook sees (syscall(SYS_munmap) +
- * syscall(SYS_mmap), syscall(SYS_mmap) with MAP_FIXED, syscall(SYS_mremap)
- * onto X, syscall(SYS_madvise, MADV_DONTNEED)); registering X again through
+ * at X is replaced by system calls no hook sees, made by inline syscall
+ * instructions (test/common/rawsys.h; libucm hooks libc's syscall()):
+ * munmap + mmap, mmap with MAP_FIXED, mremap onto X, madvise(MADV_DONTNEED);
+ * registering X again through
  * the cache must give a fresh registration: data moved by the NIC lands in
  * / comes from the NEW pages, and the OLD pages (kept alive through a second
  * mapping of the same memfd) are not written.  Without userfaultfd these
@@ -18,6 +19,8 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "../common/rawsys.h"
 
 using namespace uct_test;
 
@@ -35,11 +38,9 @@ enum class e2e_remap {
 };
 enum class e2e_op { put, get };
 
-/* syscall() takes longs: pass every argument as one */
 long raw_mmap(void *addr, size_t len, int flags, int fd)
 {
-    return syscall(SYS_mmap, (long)addr, (long)len, (long)e2e_rw, (long)flags,
-                   (long)fd, 0l);
+    return ucmt_rawsys(SYS_mmap, addr, len, e2e_rw, flags, fd, 0);
 }
 
 int new_memfd()
@@ -124,13 +125,14 @@ class uct_e2e_uffd
     {
         switch (std::get<1>(GetParam())) {
         case e2e_remap::anon_munmap_mmap:
-            ASSERT_EQ(0, syscall(SYS_munmap, m_x, e2e_size));
+            ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, m_x, e2e_size));
             ASSERT_EQ((long)m_x,
                       raw_mmap(m_x, e2e_size,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1));
             break;
         case e2e_remap::anon_madvise:
-            ASSERT_EQ(0, syscall(SYS_madvise, m_x, e2e_size, MADV_DONTNEED));
+            ASSERT_EQ(0,
+                      ucmt_rawsys(SYS_madvise, m_x, e2e_size, MADV_DONTNEED));
             break;
         case e2e_remap::memfd_map_fixed:
             m_new_fd = new_memfd();
@@ -143,10 +145,9 @@ class uct_e2e_uffd
             ASSERT_GE(m_new_fd, 0);
             void *z = mmap(nullptr, e2e_size, e2e_rw, MAP_SHARED, m_new_fd, 0);
             ASSERT_NE(MAP_FAILED, z);
-            ASSERT_EQ((long)m_x, syscall(SYS_mremap, (long)z, (long)e2e_size,
-                                         (long)e2e_size,
-                                         (long)(MREMAP_MAYMOVE | MREMAP_FIXED),
-                                         (long)m_x));
+            ASSERT_EQ((long)m_x,
+                      ucmt_rawsys(SYS_mremap, z, e2e_size, e2e_size,
+                                  MREMAP_MAYMOVE | MREMAP_FIXED, m_x));
             break;
         }
         }
