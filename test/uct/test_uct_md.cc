@@ -206,9 +206,13 @@ TEST(uct_md_child, rcache_without_events)
     ASSERT_EQ(UCS_OK, uct_ib_md_open(dev_spec(), &md));
     uct_ib_md_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_ib_md_query(md, &attr));
-    /* odp needs no events: it is next where the device has it */
+    /* odp needs no events: it is next where the device has it, unless its
+     * ODP is known to corrupt data and the list is the default one */
+    bool odp =
+        attr.odp_supported && ((getenv("UCX_IB_REG_METHODS") != nullptr) ||
+                               !uct_ib_md_odp_known_broken(md));
     uct_ib_reg_method_t want =
-        attr.odp_supported ? UCT_IB_REG_METHOD_ODP : UCT_IB_REG_METHOD_DIRECT;
+        odp ? UCT_IB_REG_METHOD_ODP : UCT_IB_REG_METHOD_DIRECT;
     EXPECT_EQ(want, attr.reg_method);
     mapping buf(65536);
     uct_ib_mem_t *memh = nullptr;
@@ -235,6 +239,31 @@ TEST_F(uct_md, rcache_without_events_falls_back)
     if (!md_attr().odp_supported) {
         EXPECT_NE(std::string::npos, out.find("'odp' unavailable")) << out;
     }
+}
+
+/* Soft-RoCE's ODP corrupts data (docs/internals-odp.md): the default
+ * method list must not pick it, even with events off. */
+TEST_F(uct_md, default_methods_skip_broken_odp)
+{
+    uct_ib_md_t *md = nullptr;
+    ASSERT_EQ(UCS_OK, uct_ib_md_open(dev_spec(), &md));
+    bool broken = md_attr().odp_supported && uct_ib_md_odp_known_broken(md);
+    uct_ib_md_close(md);
+    if (!broken) {
+        GTEST_SKIP() << "the device has no ODP, or an ODP not known to be "
+                        "broken (soft-RoCE on Linux >= 6.16 has a broken one)";
+    }
+    std::string out;
+    /* "NAME" alone: putenv removes it, so the default list applies */
+    int rc = run_self(
+        "uct_md_child.rcache_without_events",
+        {"UCT_TEST_CHILD=1", "UCX_MEM_EVENTS=no", "UCX_IB_REG_METHODS"}, &out);
+    EXPECT_EQ(0, rc) << out;
+    EXPECT_NE(std::string::npos, out.find("[  PASSED  ] 1 test")) << out;
+    EXPECT_NE(std::string::npos,
+              out.find("'odp' unavailable (soft-RoCE's on-demand paging "
+                       "corrupts data"))
+        << out;
 }
 
 class uct_md_direct : public md_test

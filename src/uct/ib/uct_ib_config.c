@@ -181,6 +181,7 @@ ucs_status_t uct_ib_md_config_read(uct_ib_md_config_t *config)
     if (status != UCS_OK) {
         ret = status;
     }
+    tmp.reg_methods_set = (value != NULL);
 
     value         = getenv("UCX_IB_GID_INDEX");
     tmp.gid_index = UCT_IB_GID_INDEX_AUTO;

@@ -31,7 +31,8 @@ typedef enum {
 typedef struct uct_ib_md_config {
     uct_ib_reg_method_t reg_methods[UCT_IB_REG_METHOD_LAST];
     unsigned num_reg_methods;
-    int fork_init; /* uct_ib_fork_init_t */
+    int reg_methods_set; /* UCX_IB_REG_METHODS was given (not the default) */
+    int fork_init;       /* uct_ib_fork_init_t */
     size_t reg_mt_thresh;
     unsigned reg_mt_threads;                  /* 0: online CPUs (<= 16) */
     int gid_index;                            /* UCT_IB_GID_INDEX_AUTO or N */
@@ -115,6 +116,9 @@ ucs_status_t uct_ib_md_prefault_mt(void *address, size_t length, int write,
  * first prefetch the device refuses turns prefetching off for the md, with
  * one diag line saying why.  Thread-safe; not for hook context. */
 void uct_ib_md_odp_detect(uct_ib_md_t *md);
+/* Nonzero if the device's ODP is known to corrupt data (soft-RoCE): the
+ * default method list then skips odp; a list the user gave keeps it. */
+int uct_ib_md_odp_known_broken(const uct_ib_md_t *md);
 ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
                                   int verbs_access, int silent,
                                   struct ibv_mr **mr_p);

@@ -5,7 +5,9 @@
  *   rcache: ucs_rcache with VM_UNMAPPED events (unavailable when libucm
  *           cannot deliver events, e.g. UCX_MEM_EVENTS=no);
  *   odp:    on-demand paging, if ibv_query_device_ex reports RC ODP for
- *           write, read, send and receive: explicit ODP MRs in a ucs_rcache
+ *           write, read, send and receive (skipped on soft-RoCE, whose ODP
+ *           corrupts data, unless UCX_IB_REG_METHODS names it): explicit
+ *           ODP MRs in a ucs_rcache
  *           without memory events (an ODP MR follows the address space by
  *           itself, so a cached one never goes stale; the cache only bounds
  *           how many are kept: UCX_IB_ODP_MAX_REGIONS);
@@ -149,6 +151,12 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
                           ? "the device's ODP lacks RC send, recv, write or "
                             "read"
                           : "the device reports no on-demand paging";
+                break;
+            }
+            if (uct_ib_md_odp_known_broken(md) && !md->config.reg_methods_set) {
+                why = "soft-RoCE's on-demand paging corrupts data (page "
+                      "offsets, read-only pages); name odp in "
+                      "UCX_IB_REG_METHODS to use it anyway";
                 break;
             }
             md->attr.reg_method = method;

@@ -86,6 +86,11 @@ static void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr,
     }
 }
 
+int uct_ib_md_odp_known_broken(const uct_ib_md_t *md)
+{
+    return md->dev_attr.orig_attr.vendor_id == UCT_IB_ODP_RXE_VENDOR_ID;
+}
+
 /* Once per process, at the first ODP registration on a soft-RoCE device:
  * its ODP is known to corrupt data (Linux 6.16 and 6.18; the kernel
  * version alone cannot tell a fixed one). */
@@ -93,7 +98,7 @@ static void uct_ib_md_odp_rxe_warn(uct_ib_md_t *md)
 {
     static int warned = 0;
 
-    if ((md->dev_attr.orig_attr.vendor_id != UCT_IB_ODP_RXE_VENDOR_ID) ||
+    if (!uct_ib_md_odp_known_broken(md) ||
         __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
         return;
     }
