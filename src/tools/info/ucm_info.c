@@ -4,7 +4,10 @@
  * work.  Like ucx_info, for the UCX_MEM_* part.
  *
  *   ucm_info -c   effective UCX_MEM_* configuration
- *   ucm_info -e   install the hooks, self-test every event, show per-hook mode
+ *   ucm_info -e   install the hooks, self-test every event, show per-hook
+ *                 mode; then one line per thing the environment degrades
+ *                 (locked-memory limit, hidden page frame numbers, no
+ *                 userfaultfd monitor)
  *   ucm_info -a   both (default)
  *   ucm_info -r   registration cache: effective UCX_RCACHE_* values, then a
  *                 demo cache (no-op registration) taken through a miss, a
@@ -15,6 +18,7 @@
  * counted what it did), 1 if not, 2 on usage.
  */
 #include "config.h"
+#include "ucm_info_env.h"
 
 #include <ucm/api/ucm.h>
 #include <ucm/api/ucm_ext.h>
@@ -196,6 +200,7 @@ static int ucm_info_uffd(void)
     ucm_uffd_query(&info);
     printf("#\n# userfaultfd monitor (UCX_MEM_UFFD=%s): %s\n#   %s\n",
            modes[info.mode], active ? "active" : "not active", info.reason);
+    ucm_info_env_print(active, info.reason);
     return (status == UCS_OK) ? 0 : 1;
 }
 
