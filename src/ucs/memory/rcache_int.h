@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Registration cache internals shared by the rcache_*.c files.
+ * Registration cache internals shared by the rcache_*.c files.  Parts of
+ * the cache's state with a header of their own (a struct, its contract
+ * and the only functions that write it): rcache_uffd.h (userfaultfd
+ * span), rcache_deferred.h (unmaps seen by the lock owner's own signal
+ * handlers), rcache_inflight.h (the registration running outside the
+ * lock); range_index.h (the index).
  *
  * Locking (see rcache.h for the public contract):
  *  - lock (spinlock with an owner): index, LRU, pending list, counters,
