@@ -75,7 +75,7 @@ ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache)
         close(efd);
         return UCS_ERR_NO_RESOURCE;
     }
-    rcache->cleanup.fork_gen = rcache->fork_gen;
+    rcache->cleanup.fork_gen = rcache->fork.gen;
     ucs_rcache_atomic_store(&rcache->cleanup.running, 1);
     return UCS_OK;
 }
@@ -92,7 +92,7 @@ void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache)
     if (!rcache->cleanup.running) {
         return;
     }
-    if (rcache->cleanup.fork_gen == rcache->fork_gen) {
+    if (rcache->cleanup.fork_gen == rcache->fork.gen) {
         ucs_rcache_atomic_store(&rcache->cleanup.stop, 1);
         ucs_rcache_atomic_store(&rcache->cleanup.running, 0);
         ucs_rcache_cleanup_signal(rcache->cleanup.efd);

@@ -86,7 +86,7 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
     if (explicit_prio) {
         rcache->params.ucm_event_priority = (int)config->mem_prio;
     }
-    rcache->purge_on_fork =
+    rcache->fork.purge =
         explicit_purge ? config->purge_on_fork
                        : !!(params->flags & UCS_RCACHE_FLAG_PURGE_ON_FORK);
     rcache->hot.check_pfn =
@@ -147,7 +147,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_list_head_init(&rcache->lru);
     ucs_list_head_init(&rcache->pending);
     ucs_list_head_init(&rcache->orphans);
-    ucs_list_head_init(&rcache->fork_link);
+    ucs_list_head_init(&rcache->fork.link);
     ucs_list_head_init(&rcache->pool);
     ucs_list_head_init(&rcache->spare);
     status = ucs_rcache_hints_init(rcache);

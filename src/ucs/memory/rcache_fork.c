@@ -19,7 +19,7 @@ static int ucs_rcache_fork_status;
 #define ucs_rcache_fork_for_each(_rcache)                                      \
     for (ucs_list_link_t *_l = ucs_rcache_fork_list.next;                      \
          (_l != &ucs_rcache_fork_list) &&                                      \
-         ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork_link)), 1);       \
+         ((_rcache = ucs_container_of(_l, ucs_rcache_t, fork.link)), 1);       \
          _l = _l->next)
 
 static void ucs_rcache_fork_prepare(void)
@@ -31,7 +31,7 @@ static void ucs_rcache_fork_prepare(void)
     {
         ucs_rcache_regpath_acquire(rcache);
         ucs_rcache_lock(rcache);
-        if (rcache->purge_on_fork) {
+        if (rcache->fork.purge) {
             ucs_rcache_tombstone_all_locked(rcache);
         }
     }
@@ -60,7 +60,7 @@ static void ucs_rcache_fork_child(void)
         ucs_rcache_deferred_reset(&rcache->deferred);
         rcache->regpath_owned   = 0; /* owned by the forking thread */
         rcache->regpath_waiters = 0; /* threads the child does not have */
-        rcache->fork_gen++;
+        rcache->fork.gen++;
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
         rcache->maps.count = 0;
         ucs_rcache_uffd_span_reset_locked(&rcache->uffd);
@@ -89,7 +89,7 @@ ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache)
         return UCS_ERR_NO_MEMORY;
     }
     pthread_mutex_lock(&ucs_rcache_fork_lock);
-    ucs_list_add_tail(&ucs_rcache_fork_list, &rcache->fork_link);
+    ucs_list_add_tail(&ucs_rcache_fork_list, &rcache->fork.link);
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
     return UCS_OK;
 }
@@ -112,9 +112,9 @@ void ucs_rcache_fork_drop_leases(unsigned slot)
 void ucs_rcache_fork_unregister(ucs_rcache_t *rcache)
 {
     pthread_mutex_lock(&ucs_rcache_fork_lock);
-    if (!ucs_list_is_empty(&rcache->fork_link)) {
-        ucs_list_del(&rcache->fork_link);
-        ucs_list_head_init(&rcache->fork_link);
+    if (!ucs_list_is_empty(&rcache->fork.link)) {
+        ucs_list_del(&rcache->fork.link);
+        ucs_list_head_init(&rcache->fork.link);
     }
     pthread_mutex_unlock(&ucs_rcache_fork_lock);
 }

@@ -239,7 +239,7 @@ ucs_rcache_region_alloc(ucs_rcache_t *rcache, ucs_rcache_region_t *recycled)
     }
     /* refcount is 0 and stays 0: racing lookups cannot take it */
     memset(region, 0, rcache->hot.stride);
-    ucs_rcache_region_priv(region)->fork_gen = rcache->fork_gen;
+    ucs_rcache_region_priv(region)->fork_gen = rcache->fork.gen;
     return region;
 }
 

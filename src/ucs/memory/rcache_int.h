@@ -5,7 +5,8 @@
  * and the only functions that write it): rcache_uffd.h (userfaultfd
  * span), rcache_deferred.h (unmaps seen by the lock owner's own signal
  * handlers), rcache_inflight.h (the registration running outside the
- * lock); range_index.h (the index).
+ * lock), rcache_fork.h (fork generation and the list of caches);
+ * range_index.h (the index).
  *
  * Locking (see rcache.h for the public contract):
  *  - lock (spinlock with an owner): index, LRU, pending list, counters,
@@ -49,6 +50,7 @@
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
 #include "rcache_deferred.h"
+#include "rcache_fork.h"
 #include "rcache_inflight.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
@@ -219,25 +221,23 @@ struct ucs_rcache {
             ucs_pgt_addr_t start, end; /* end == 0: dropped */
             int prot;
         } entries[UCS_RCACHE_MAPS_CACHE];
-        unsigned count;   /* sorted by start */
-        unsigned last;    /* the entry that last covered a
-                             whole range (tried first) */
-    } maps;               /* last /proc/self/maps snapshot */
-    unsigned long unmaps; /* unmap events handled (lock): what
-                             was learnt of the mappings outside
-                             the lock (maps, uffd_span) is kept
-                             only if it did not change since */
-    unsigned fork_gen;
+        unsigned count;     /* sorted by start */
+        unsigned last;      /* the entry that last covered a
+                               whole range (tried first) */
+    } maps;                 /* last /proc/self/maps snapshot */
+    unsigned long unmaps;   /* unmap events handled (lock): what
+                               was learnt of the mappings outside
+                               the lock (maps, uffd_span) is kept
+                               only if it did not change since */
+    ucs_rcache_fork_t fork; /* rcache_fork.h */
     ucs_rcache_params_t params;
     unsigned long max_regions; /* effective limits */
     size_t max_size;
     size_t max_unreleased;
-    int purge_on_fork;
     int dontfork;              /* mark registered pages MADV_DONTFORK */
     int events;                /* registered ucm events */
     ucs_rcache_uffd_t uffd;    /* rcache_uffd.h */
     ucs_rcache_stats_t stats;  /* under lock, or atomic where noted */
-    ucs_list_link_t fork_link; /* global list, see rcache_fork.c */
     ucs_list_link_t pool;      /* free regions (tmp_list) */
     ucs_list_link_t spare;     /* free regions the registration path
                                   released itself and reuses first
@@ -375,12 +375,6 @@ void ucs_rcache_huge_free(void *block, size_t head, size_t size);
 ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
 void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
-
-/* rcache_fork.c */
-ucs_status_t ucs_rcache_fork_register(ucs_rcache_t *rcache);
-void ucs_rcache_fork_unregister(ucs_rcache_t *rcache);
-/* Thread exit: drop slot's leases in every live cache. */
-void ucs_rcache_fork_drop_leases(unsigned slot);
 
 /* rcache_slot.c: a slot for this thread (first call), or NULL: none. */
 ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache);
@@ -561,7 +555,7 @@ static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
 {
     if ((rcache->max_unreleased == SIZE_MAX) ||
         (rcache->cleanup.running &&
-         (rcache->cleanup.fork_gen == rcache->fork_gen))) {
+         (rcache->cleanup.fork_gen == rcache->fork.gen))) {
         return UCS_OK;
     }
     return ucs_rcache_cleanup_launch(rcache);

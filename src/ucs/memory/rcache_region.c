@@ -166,7 +166,7 @@ ucs_rcache_region_finish(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
     int dereg                      = 0;
 
     if ((region->flags & UCS_RCACHE_REGION_FLAG_REGISTERED) &&
-        (priv->fork_gen == rcache->fork_gen)) {
+        (priv->fork_gen == rcache->fork.gen)) {
         rcache->params.ops->mem_dereg(rcache->params.context, rcache, region);
         dereg = 1;
         if (region->flags & UCS_RCACHE_REGION_FLAG_DONTFORK) {
