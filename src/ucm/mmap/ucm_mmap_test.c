@@ -171,7 +171,9 @@ static void ucm_test_run(ucm_test_ctx_t *ctx, int events, int quick,
     if (events & (UCM_EVENT_SBRK | UCM_EVENT_BRK)) {
         ctx->addr = sbrk(0);
         ucm_test_step_check(ctx, events, UCM_EVENT_SBRK, failed);
-        brk(ctx->addr);
+        if (brk(ctx->addr) != 0) {
+            ucm_debug("brk(%p) of the current break failed: %m", ctx->addr);
+        }
         ucm_test_step_check(ctx, events, UCM_EVENT_BRK, failed);
     }
 }
