@@ -146,9 +146,10 @@ ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len, uint64_t *token_p,
                                      uintptr_t *span_end_p);
 
 /* Drop one subscription (same range, its token).  The pages stay
- * registered (idle) until they are unmapped: their unmaps keep costing a
- * monitor round trip and are still reported, and a new subscription there
- * costs no system call. */
+ * registered (idle) until they are unmapped: their unmaps are still
+ * reported (an unmap no hook sees costs a monitor round trip; a hooked one
+ * takes its range out of the registration first), and a new subscription
+ * there costs no system call. */
 void ucm_uffd_unsubscribe(void *addr, size_t len, uint64_t token);
 
 /* Nonzero while the monitor dispatches events it has read: a thread whose
