@@ -50,6 +50,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/rawsys.h"
+
 _Static_assert(sizeof(ucs_rcache_region_t) == 80, "UCX 1.13.1 region size");
 _Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1 params size");
 
@@ -554,14 +556,16 @@ static int case3_unmap(void)
         ABI_CHECK(c.deregs == 2, "deregs %ld", c.deregs);
     }
 
-    /* raw SYS_munmap: no hook sees it, the userfaultfd monitor may */
+    /* munmap by an inline syscall instruction (libucm hooks syscall()): no
+     * hook sees it, the userfaultfd monitor may */
     ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
                   UCS_OK,
               "get");
     ucs_rcache_region_put(c.rcache, r);
     regs   = c.regs;
     active = abi_uffd_active(reason, sizeof(reason));
-    ABI_CHECK(syscall(SYS_munmap, buf, size) == 0, "SYS_munmap: %m");
+    ABI_CHECK(UCMT_RAWSYS(SYS_munmap, (long)buf, (long)size) == 0,
+              "SYS_munmap: %m");
     p = mmap(buf, size, PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p != buf) {

@@ -20,6 +20,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+
+#include "../../common/rawsys.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,12 +36,12 @@ namespace
 const int RW    = PROT_READ | PROT_WRITE;
 const int FIXED = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
 
-/* new pages at addr, populated (new frames), without any event (syscall()
- * takes longs: every argument is passed as one) */
+/* new pages at addr, populated (new frames), without any event (an inline
+ * syscall instruction: libucm hooks libc's syscall()) */
 void remap_fresh(void *addr, size_t len)
 {
-    void *p = (void *)syscall(SYS_mmap, (long)addr, (long)len, (long)RW,
-                              (long)FIXED, -1l, 0l);
+    void *p = (void *)ucmt_rawsys(SYS_mmap, (long)addr, (long)len, (long)RW,
+                                  (long)FIXED, -1l, 0l);
     ASSERT_EQ(addr, p);
     memset(addr, 3, len);
 }
@@ -80,7 +82,7 @@ class rcache_uffd : public rcache_fixture
     void page_registered_anew_after_raw_unmap(char *p)
     {
         unsigned regs_before = regs.load();
-        ASSERT_EQ(0, syscall(SYS_munmap, p, page_size));
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, p, page_size));
         remap_fresh(p, page_size);
         test_region *r = get(p, page_size);
         ASSERT_TRUE(r != nullptr);
@@ -119,7 +121,7 @@ class rcache_uffd : public rcache_fixture
 TEST_F(rcache_uffd, raw_munmap)
 {
     check_fresh_after(4, [](char *buf, size_t len) {
-        ASSERT_EQ(0, syscall(SYS_munmap, buf, len));
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, buf, len));
     });
     EXPECT_GE(stats().unmap_invalidations, 1u);
 }
@@ -127,7 +129,7 @@ TEST_F(rcache_uffd, raw_munmap)
 TEST_F(rcache_uffd, raw_munmap_partial)
 {
     check_fresh_after(8, [](char *buf, size_t) {
-        ASSERT_EQ(0, syscall(SYS_munmap, buf + 3 * page_size, page_size));
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, buf + 3 * page_size, page_size));
     });
 }
 
@@ -136,9 +138,9 @@ TEST_F(rcache_uffd, raw_mremap)
     check_fresh_after(4, [](char *buf, size_t len) {
         void *dst = mmap(nullptr, len, RW, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         ASSERT_NE(MAP_FAILED, dst);
-        ASSERT_EQ(dst,
-                  (void *)syscall(SYS_mremap, buf, len, len,
-                                  (long)(MREMAP_MAYMOVE | MREMAP_FIXED), dst));
+        ASSERT_EQ(dst, (void *)ucmt_rawsys(
+                           SYS_mremap, buf, len, len,
+                           (long)(MREMAP_MAYMOVE | MREMAP_FIXED), dst));
         munmap(dst, len);
     });
 }
@@ -148,7 +150,7 @@ TEST_F(rcache_uffd, raw_madvise_dontneed)
     check_fresh_after(
         4,
         [](char *buf, size_t len) {
-            ASSERT_EQ(0, syscall(SYS_madvise, buf, len, MADV_DONTNEED));
+            ASSERT_EQ(0, ucmt_rawsys(SYS_madvise, buf, len, MADV_DONTNEED));
         },
         true);
 }
@@ -220,7 +222,7 @@ TEST_F(rcache_uffd, unmap_in_known_span_forgets_it)
     ASSERT_TRUE(r != nullptr);
     put(r);
     /* a page of the span goes behind every hook, new pages come there */
-    ASSERT_EQ(0, syscall(SYS_munmap, buf + 5 * page_size, page_size));
+    ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, buf + 5 * page_size, page_size));
     remap_fresh(buf + 5 * page_size, page_size);
     ucm_uffd_drain_wait();
     ucm_uffd_query(&before);
@@ -259,7 +261,7 @@ TEST_F(rcache_uffd, get_waits_for_dispatch)
                                             slow_handler, nullptr));
     check_fresh_after(4, [](char *buf, size_t len) {
         slow_addr = (uintptr_t)buf;
-        ASSERT_EQ(0, syscall(SYS_munmap, buf, len));
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, buf, len));
     });
     ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, slow_handler, nullptr);
     EXPECT_EQ(0u, slow_addr.load()) << "the slow handler did not run";
@@ -339,7 +341,7 @@ TEST_F(rcache_uffd, fork_child_cache)
             _exit(2);
         }
         ucs_rcache_region_put(m_rcache, region);
-        syscall(SYS_munmap, buf, len);
+        ucmt_rawsys(SYS_munmap, buf, len);
         remap_fresh(buf, len);
         if (ucs_rcache_get(m_rcache, buf, len, RW, nullptr, &region) !=
             UCS_OK) {
@@ -357,8 +359,9 @@ TEST_F(rcache_uffd, fork_child_cache)
     EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
         << "child status 0x" << std::hex << status;
     /* the parent still sees its own raw unmaps */
-    check_fresh_after(
-        2, [](char *b, size_t l) { ASSERT_EQ(0, syscall(SYS_munmap, b, l)); });
+    check_fresh_after(2, [](char *b, size_t l) {
+        ASSERT_EQ(0, ucmt_rawsys(SYS_munmap, b, l));
+    });
     munmap(buf, len);
 }
 
