@@ -8,25 +8,30 @@
 # BUILD_DIR is a configured and built tree (contrib/build.sh); it is shared
 # read-write with the guest.  PATTERN (a glob, default '*') selects scripts.
 # Each script runs as "bash SCRIPT TOP BUILD_DIR" with its own time limit
-# (VM_TEST_TIMEOUT seconds, default 600) and prints its own results; this
+# (VM_TEST_TIMEOUT seconds, default 600 or the script's "# vm-timeout: N")
+# and prints its own results; this
 # driver prints one line per script and exits 1 if any failed.  The host
 # needs root (the VM setup installs qemu and fetches Debian's kernel once).
 # Scripts run on the host release's kernel (6.1), one boot for all; those
 # marked "# vm-kernel: new" (and/or "# vm-mtu: N") in one more boot per
 # such combination, of rxe-vm.sh's newer kernel (RXE_VM_KERNEL=new), or are
 # reported SKIPPED with the reason when that kernel cannot be fetched.
+# Scripts marked "# vm-nodes: 2" run on node1 of a boot of two VMs joined by
+# one link (rxe-vm.sh --nodes 2; they reach node2 with ssh), one boot for all
+# of them, only when VM_TEST_NODES=2 (or contrib/run-tests.sh --two-nodes)
+# asks for it: otherwise they are reported SKIPPED with that reason.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd -P)
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [PATTERN]" >&2; exit 2; }
 build=$(cd "$1" && pwd -P)
 pattern=${2:-*}
 
-# The boot a script needs, "KERNEL/MTU": lines "# vm-kernel: new"
-# (rxe-vm.sh's RXE_VM_KERNEL) and "# vm-mtu: 9000" (RXE_VM_MTU), by default
-# 6.1 and 1500.
+# The boot a script needs, "KERNEL/MTU/NODES": lines "# vm-kernel: new"
+# (rxe-vm.sh's RXE_VM_KERNEL), "# vm-mtu: 9000" (RXE_VM_MTU) and
+# "# vm-nodes: 2" (rxe-vm.sh --nodes), by default 6.1, 1500 and 1.
 script_boot() {
-    awk '/^# vm-kernel:/ && !k {k = $3} /^# vm-mtu:/ && !m {m = $3}
-         END {print (k ? k : "6.1") "/" (m ? m : "1500")}' "$1"
+    awk '/^# vm-kernel:/ && !k {k = $3} /^# vm-mtu:/ && !m {m = $3} /^# vm-nodes:/ && !n {n = $3}
+         END {print (k ? k : "6.1") "/" (m ? m : "1500") "/" (n ? n : "1")}' "$1"
 }
 
 if [ "${RXE_VM:-0}" != 1 ]; then
@@ -41,7 +46,17 @@ if [ "${RXE_VM:-0}" != 1 ]; then
     klog=$(mktemp)
     trap 'rm -f "$klog"' EXIT
     for b in $boots; do
-        k=${b%/*}
+        k=${b%%/*}
+        m=${b#*/}; m=${m%/*}
+        n=${b##*/}
+        if [ "$n" != 1 ] && [ "${VM_TEST_NODES:-1}" != "$n" ]; then
+            for s in "$top"/contrib/vm-tests/$pattern.sh; do
+                [ -f "$s" ] && [ "$(script_boot "$s")" = "$b" ] || continue
+                echo "=== vm: $(basename "$s" .sh): SKIPPED (needs $n nodes: VM_TEST_NODES=$n" \
+                     "or contrib/run-tests.sh --two-nodes)"
+            done
+            continue
+        fi
         if [ "$k" != 6.1 ] && ! RXE_VM_KERNEL=$k bash "$top/contrib/rxe-vm/rxe-vm.sh" --setup \
                 > "$klog" 2>&1; then
             for s in "$top"/contrib/vm-tests/$pattern.sh; do
@@ -55,7 +70,8 @@ if [ "${RXE_VM:-0}" != 1 ]; then
         # TCG, seen once in ~10 boots of 6.18): one more boot
         for try in 1 2; do
             r=0
-            RXE_VM_KERNEL=$k RXE_VM_MTU=${b#*/} VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" -- \
+            RXE_VM_KERNEL=$k RXE_VM_MTU=$m VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" \
+                --nodes "$n" -- \
                 bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" || r=$?
             [ $r = 125 ] && [ $try = 1 ] || break
             echo "vm-tests: boot $b failed (exit 125); booting once more"
@@ -70,11 +86,12 @@ echo "vm-tests: device $RXE_VM_DEV, kernel $(uname -r), $(nproc) cpus"
 failed=()
 for script in "$top"/contrib/vm-tests/$pattern.sh; do
     [ -f "$script" ] || continue
-    [ "$(script_boot "$script")" = "${VM_TEST_BOOT:-6.1/1500}" ] || continue
+    [ "$(script_boot "$script")" = "${VM_TEST_BOOT:-6.1/1500/1}" ] || continue
     name=$(basename "$script" .sh)
     echo "=== vm: $name"
     t0=$SECONDS
-    if timeout -k 10 "${VM_TEST_TIMEOUT:-600}" bash "$script" "$top" "$build"; then
+    limit=$(awk '/^# vm-timeout:/ {print $3; exit}' "$script")
+    if timeout -k 10 "${VM_TEST_TIMEOUT:-${limit:-600}}" bash "$script" "$top" "$build"; then
         echo "=== vm: $name: ok ($((SECONDS - t0)) s)"
     else
         rc=$?

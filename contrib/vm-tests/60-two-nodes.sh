@@ -1,0 +1,361 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# vm-nodes: 2
+# vm-timeout: 1500
+# Across two nodes: runs on node1 of a two-VM boot (rxe-vm.sh --nodes 2, one
+# rxe0 each, one Ethernet link; contrib/run-vm-tests.sh boots it for the
+# scripts marked "vm-nodes: 2" above) and reaches node2 with ssh.
+#   1. uct_perftest (src/tools/perf) put/get/am, bw and lat, node1 -> node2:
+#      both sides exit 0 (the tool checks the data delivered through the NIC
+#      and fails otherwise).
+#   2. Benchmark, printed as ratios and never asserted: cross-node against
+#      loopback (both processes on node1) for put_bw, put_lat and am_lat, and
+#      Debian's ib_write_bw / ib_write_lat the same way, in this one boot.
+#   3. Debian's ucx_perftest node to node (UCT put_bw, UCP tag_bw) on our
+#      libucm.so.0 (contrib/ucm-run: LD_PRELOAD of libucm only): both sides
+#      exit 0 and print our libucm's statistics (UCM_STATS=y), i.e. ours is
+#      loaded and UCX's IB registration cache installed its handler with it.
+#   4. Open MPI pml/ucx, test/mpi's mpi_vm_reuse with one rank per node
+#      (--map-by node; the map is checked), rc_verbs between the nodes:
+#      our libucm with opal_common_ucx_opal_mem_hooks 0 and 1, then our
+#      libucm + our registration cache with 0 and 1 and every variant:
+#      no variant gets stale data (details as in 40-openmpi.sh).
+#   5. node2 killed (rxe-vm-kill: its qemu dies, no shutdown) during a
+#      put_bw and an am_lat from node1 (UCX_RC_RETRY_COUNT=6: see below):
+#      each survivor must report an error within 120 s and exit, not crash
+#      (no signal); one that reported it but hangs in uct_perftest's closing
+#      TCP exchange is printed as a known bug of that tool, not failed.  Reported only: a put_bw with the default retry
+#      count, and a put_lat server on node1 whose client on node2 dies.
+#   bash 60-two-nodes.sh TOP BUILD_DIR      (run by contrib/run-vm-tests.sh)
+# TWO_NODES_PARTS (default "1 2 3 4 5") selects the parts above.
+set -uo pipefail
+top=$1
+build=$2
+dev=${RXE_VM_DEV:-rxe0}
+gid=${RXE_VM_GID_INDEX:-1}
+peer=node2
+bin=$build/src/tools/perf/uct_perftest
+mpibin=$build/test/mpi/mpi_vm_reuse
+run="$top/contrib/ucm-run"
+ours=$("$run" --libucm "$build" --print) || exit 1
+[ "${RXE_VM_NODES:-1}" -ge 2 ] || { echo "SKIP: needs two nodes (rxe-vm.sh --nodes 2)"; exit 0; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+port=$((20000 + RANDOM % 20000))
+fails=0
+T=90    # seconds per side and run
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+t_start=$SECONDS
+part() { [[ " ${TWO_NODES_PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
+
+# ---------------------------------------------------------------- uct_perftest
+# uct_run NAME WHERE ARGS..: server on node2 (WHERE=cross) or on node1
+# (loop), client on node1 with "-f -v" (CSV); both must exit 0.  The
+# client's last CSV row goes to $tmp/NAME.row.
+uct_run() {
+    local name=$1 where=$2 host spid src crc try
+    shift 2
+    # a server that could not start (126/127: the shared build tree being
+    # rebuilt at that moment) gets one more try
+    for try in 1 2; do
+        port=$((port + 1))
+        if [ "$where" = cross ]; then
+            ssh "$peer" "timeout -k 5 $T $bin -p $port" > "$tmp/$name.srv" 2>&1 &
+            host=$peer
+        else
+            timeout -k 5 $T "$bin" -p $port > "$tmp/$name.srv" 2>&1 &
+            host=127.0.0.1
+        fi
+        spid=$!
+        timeout -k 5 $T "$bin" $host -p $port -d "$dev:1" -f -v "$@" > "$tmp/$name.out" 2>&1
+        crc=$?
+        wait $spid
+        src=$?
+        [ $src = 126 ] || [ $src = 127 ] || break
+        [ $try = 2 ] || { echo "  $name: server could not start (exit $src); once more"; sleep 20; }
+    done
+    if [ $crc != 0 ] || [ $src != 0 ]; then
+        fail "uct_perftest $name: client exit $crc, server exit $src ($*)"
+        sed 's/^/  client: /' "$tmp/$name.out" | tail -n 10
+        sed 's/^/  server: /' "$tmp/$name.srv" | tail -n 10
+        return 1
+    fi
+    tail -n 1 "$tmp/$name.out" > "$tmp/$name.row"
+}
+# field N of a run's CSV row (4: overall latency us, 6: overall MB/s)
+row() { awk -F, -v f="$2" '{print $f}' "$tmp/$1.row" 2>/dev/null; }
+
+part 1 && echo "--- 1. uct_perftest node1 -> node2 on $dev:1"
+part 1 && uct_run x-get_bw cross -t get_bw -s 65536 -n 60 -w 5 && echo "ok   get_bw cross-node: $(row x-get_bw 6) MB/s"
+part 1 && uct_run x-get_lat cross -t get_lat -s 8 -n 200 -w 10 && echo "ok   get_lat cross-node: $(row x-get_lat 4) us"
+part 1 && uct_run x-am_bw cross -t am_bw -s 4096 -n 400 -w 10 -W 16 && echo "ok   am_bw cross-node: $(row x-am_bw 6) MB/s"
+part 1 && uct_run x-put_iov cross -t put_bw -s 100,4000,3 -n 40 -w 2 && echo "ok   put_bw io-vector cross-node"
+
+declare -A sum=()
+part 2 && echo "--- 2. benchmark: cross-node vs loopback (same boot, 2 rounds, alternating)"
+for r in 1 2; do
+    part 2 || break
+    for where in loop cross; do
+        uct_run "$where-put_bw-$r" $where -t put_bw -s 65536 -n 200 -w 10 &&
+            sum[$where-put_bw]="${sum[$where-put_bw]:-} $(row "$where-put_bw-$r" 6)"
+        uct_run "$where-put_lat-$r" $where -t put_lat -s 8 -n 1000 -w 50 &&
+            sum[$where-put_lat]="${sum[$where-put_lat]:-} $(row "$where-put_lat-$r" 4)"
+        uct_run "$where-am_lat-$r" $where -t am_lat -s 64 -n 1000 -w 50 &&
+            sum[$where-am_lat]="${sum[$where-am_lat]:-} $(row "$where-am_lat-$r" 4)"
+    done
+done
+
+# ib_pair NAME WHERE TOOL ARGS..: Debian's perftest, server on node2 or
+# node1, client on node1 (retrying while the server starts)
+ib_pair() {
+    local name=$1 where=$2 tool=$3 host spid crc=1 src
+    shift 3
+    port=$((port + 1))
+    if [ "$where" = cross ]; then
+        ssh "$peer" "timeout -k 5 $T $tool -d $dev -x $gid -p $port $*" > "$tmp/$name.srv" 2>&1 &
+        host=$peer
+    else
+        timeout -k 5 $T "$tool" -d "$dev" -x "$gid" -p $port "$@" > "$tmp/$name.srv" 2>&1 &
+        host=127.0.0.1
+    fi
+    spid=$!
+    for _ in $(seq 20); do
+        sleep 1
+        timeout -k 5 $T "$tool" -d "$dev" -x "$gid" -p $port "$@" $host > "$tmp/$name.out" 2>&1 && { crc=0; break; }
+        kill -0 $spid 2>/dev/null || break
+    done
+    wait $spid
+    src=$?
+    if [ $crc != 0 ] || [ $src != 0 ]; then
+        fail "$tool $name failed"; tail -n 5 "$tmp/$name.out" "$tmp/$name.srv"
+        return 1
+    fi
+}
+# the numbers row of perftest's table: column N
+ib_col() { awk -v f="$2" '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ {v = $f} END {print v}' "$tmp/$1.out"; }
+if ! part 2; then
+    :
+elif command -v ib_write_bw >/dev/null; then
+    for where in loop cross; do
+        ib_pair "$where-ib_write_bw" $where ib_write_bw -s 65536 -n 500 &&
+            sum[$where-ib_write_bw]=$(ib_col "$where-ib_write_bw" 4)
+        ib_pair "$where-ib_write_lat" $where ib_write_lat -s 8 -n 1000 &&
+            sum[$where-ib_write_lat]=$(ib_col "$where-ib_write_lat" 6)
+    done
+else
+    echo "(ib_write_bw/ib_write_lat: Debian's perftest not installed)"
+fi
+part 2 && echo "benchmark (cross-node / loopback; MB/s for bw, usec for lat; each round's value):"
+part 2 && printf '  %-13s %-22s %-22s %s\n' test loopback cross-node ratio
+for t in put_bw put_lat am_lat ib_write_bw ib_write_lat; do
+    l=${sum[loop-$t]:-}; c=${sum[cross-$t]:-}
+    [ -n "$l" ] && [ -n "$c" ] || continue
+    ratio=$(awk -v l="$l" -v c="$c" 'BEGIN {n = split(l, a, " "); m = split(c, b, " ")
+        for (i = 1; i <= n; i++) sl += a[i]; for (i = 1; i <= m; i++) sc += b[i]
+        if (sl > 0) printf "%.2f", (sc / m) / (sl / n); else print "?"}')
+    printf '  %-13s %-22s %-22s %s\n' "$t" "$l" "$c" "$ratio"
+done
+
+# ---------------------------------------------------------------- ucx_perftest
+part 3 && echo "--- 3. Debian's ucx_perftest node1 -> node2 on our libucm ($ours)"
+# stock_pair NAME ENV.. -- ARGS..: server on node2, client on node1, both
+# through contrib/ucm-run with UCM_STATS=y
+stock_pair() {
+    local name=$1 spid rc=1 src side
+    shift
+    local -a env=()
+    while [ "$1" != -- ]; do env+=("$1"); shift; done
+    shift
+    port=$((port + 1))
+    ssh "$peer" "env ${env[*]} UCM_STATS=y timeout -k 5 $T $run --libucm $ours ucx_perftest -p $port $*" \
+        > "$tmp/$name.srv" 2>&1 &
+    spid=$!
+    for _ in $(seq 20); do
+        sleep 1
+        env "${env[@]}" UCM_STATS=y timeout -k 5 $T "$run" --libucm "$ours" ucx_perftest -p $port "$@" $peer \
+            > "$tmp/$name.cli" 2>&1 && { rc=0; break; }
+        kill -0 $spid 2>/dev/null || break
+        grep -qi "connect\|refused" "$tmp/$name.cli" || break
+    done
+    wait $spid
+    src=$?
+    echo "  $name: client exit $rc, server exit $src: $(grep -E '^Final:' "$tmp/$name.cli" | tr -s ' ')"
+    if [ $rc != 0 ] || [ $src != 0 ]; then
+        fail "ucx_perftest $name failed"; tail -n 8 "$tmp/$name.cli" "$tmp/$name.srv"
+        return 1
+    fi
+    for side in srv cli; do
+        grep -qE "UCM STATS \[[0-9]+\] (installed|at exit): handler #[0-9]+ libucs" "$tmp/$name.$side" ||
+            fail "ucx_perftest $name $side: no statistics of our libucm with a handler of UCX's libucs"
+    done
+}
+if ! part 3; then
+    :
+elif command -v ucx_perftest >/dev/null; then
+    stock_pair stock-put_bw -- -t put_bw -x rc_verbs -d "$dev:1" -D zcopy -s 65536 -n 200 -w 20
+    stock_pair stock-tag_bw UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES="$dev:1" \
+        UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_RC_TIMEOUT=10s UCX_RNDV_THRESH=65536 \
+        UCX_WARN_UNUSED_ENV_VARS=n -- -t tag_bw -s 1048576 -n 40 -w 5
+else
+    echo "SKIP: ucx_perftest not installed (Debian ucx-utils)"
+fi
+
+# -------------------------------------------------------------------- Open MPI
+part 4 && echo "--- 4. Open MPI pml/ucx, mpi_vm_reuse, one rank per node"
+# mpi_case NAME HOOKS LIB [VARIANTS]: LIB ours or rcache
+mpi_case() {
+    local name=$1 hooks=$2 lib=$3 vars=${4:-} t0=$SECONDS rc
+    local -a wrap=("$run" --libucm "$ours") vopt=()
+    [ "$lib" = rcache ] && wrap+=(--rcache)
+    [ -n "$vars" ] && vopt=(-v "$vars")
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout -k 5 240 mpirun -np 2 --host node1,node2 --map-by node --display-map \
+        --allow-run-as-root --bind-to none --mca oob_tcp_if_include eth0 \
+        --mca pml ucx --mca pml_ucx_devices any --mca pml_ucx_tls any \
+        --mca btl self --mca opal_common_ucx_opal_mem_hooks "$hooks" \
+        -x UCX_NET_DEVICES="$dev:1" -x UCX_TLS=self,rc_verbs,ud_verbs \
+        -x UCX_UD_VERBS_ETH_DGID_CHECK=n -x UCX_RC_TIMEOUT=10s -x UCX_MEM_EVENTS=yes \
+        -x UCX_IB_RCACHE_MEM_PRIO=777 -x UCM_STATS=y -x UCX_LOG_LEVEL=info \
+        -x UCX_WARN_UNUSED_ENV_VARS=n -x UCM_RCACHE_STATS=y \
+        "${wrap[@]}" "$mpibin" -s 1048576 -g 2 "${vopt[@]}" > "$tmp/$name.log" 2>&1
+    rc=$?
+    echo "  $name (libucm $lib, opal_mem_hooks $hooks${vars:+, variants $vars}): exit $rc, $((SECONDS - t0)) s:" \
+         "$(grep -E '^variant ' "$tmp/$name.log" | awk '{printf "%s%s ", $2, $3}')"
+    local n
+    for n in node1 node2; do
+        grep -qE "Data for node: ${n}[[:space:]]+Num slots: [0-9]+[[:space:]]+Max slots: [0-9]+[[:space:]]+Num procs: 1" \
+            "$tmp/$name.log" || fail "$name: not one rank on $n"
+    done
+    grep -q "ep_cfg\[[0-9]*\]: tag(rc_verbs/$dev:1)" "$tmp/$name.log" ||
+        fail "$name: the ranks did not talk over rc_verbs/$dev:1"
+    grep -q "unable to handle VM_UNMAP" "$tmp/$name.log" && fail "$name: Open MPI says UCX cannot handle VM_UNMAP"
+    grep -q "^mpi_vm_reuse: error" "$tmp/$name.log" && fail "$name: error"
+    echo "$rc" > "$tmp/$name.rc"
+}
+# expect NAME VARIANT..: each variant got the new contents
+expect() {
+    local name=$1 v
+    shift
+    for v in "$@"; do
+        grep -q "^variant $v: OK" "$tmp/$name.log" || fail "$name: variant $v did not get the new contents"
+    done
+}
+if ! part 4; then
+    :
+elif [ -x "$mpibin" ] && command -v mpirun >/dev/null; then
+    mpi_case ours-h0 0 ours
+    [ "$(cat "$tmp/ours-h0.rc")" = 0 ] || fail "ours-h0: exit $(cat "$tmp/ours-h0.rc")"
+    expect ours-h0 munmap free mremap shmdt brk
+    mpi_case ours-h1 1 ours
+    # with Open MPI's hooks the mremap outcome is its patcher's (40-openmpi.sh)
+    expect ours-h1 munmap free shmdt brk
+    for h in 0 1; do
+        mpi_case rc-h$h $h rcache all
+        expect rc-h$h munmap free mremap shmdt brk
+        if [ "$(grep -c '^\[ucm_rcache\] pid [0-9]*: userfaultfd active' "$tmp/rc-h$h.log")" -eq 2 ]; then
+            expect rc-h$h rawmunmap madvise
+        else
+            echo "  rc-h$h: raw variants not asserted: userfaultfd monitor not active on both nodes"
+        fi
+    done
+    mkdir -p "$build/test/mpi/vm-logs" && cp "$tmp"/*.log "$build/test/mpi/vm-logs/" 2>/dev/null
+    for c in ours-h0 ours-h1 rc-h0 rc-h1; do
+        grep -q "^variant [a-z]*: STALE" "$tmp/$c.log" && echo "  $c: STALE: $(grep '^variant [a-z]*: STALE' "$tmp/$c.log" | cut -d' ' -f2 | tr -d ':' | tr '\n' ' ')"
+    done
+else
+    echo "SKIP: $mpibin or mpirun missing (libopenmpi-dev / openmpi-bin)"
+fi
+
+# ---------------------------------------------------------------- peer killed
+# rxe retries for ever when a QP's retry count is 7 (its completer only
+# counts down below 7), and 7 is the default of UCX_RC_RETRY_COUNT: the
+# asserted survivors use 6 (an error after 6 ack timeouts of 0.54 s); one
+# with the default is reported (uct_perftest's own 60 s no-progress check
+# ends it).
+kill_peer() {
+    echo "--- 5. node2 killed during transfers"
+    ports=()
+    for _ in 1 2 3 4; do port=$((port + 1)); ports+=("$port"); done
+    for p in "${ports[@]:0:3}"; do
+        ssh "$peer" "timeout -k 5 600 $bin -p $p" > "$tmp/k-$p.srv" 2>&1 &
+    done
+    timeout -k 5 600 "$bin" -p "${ports[3]}" > "$tmp/k-srv.out" 2>&1 &
+    ksrv=$!
+    ssh "$peer" "timeout -k 5 600 $bin node1 -p ${ports[3]} -d $dev:1 -t put_lat -s 8 -n 100000000 -w 10" \
+        > "$tmp/k-srv.cli" 2>&1 &
+    long=(-n 100000000 -w 10)
+    UCX_RC_RETRY_COUNT=6 timeout -k 5 600 "$bin" $peer -p "${ports[0]}" -d "$dev:1" -t put_bw -s 65536 \
+        "${long[@]}" > "$tmp/k-put.out" 2>&1 &
+    kput=$!
+    UCX_RC_RETRY_COUNT=6 timeout -k 5 600 "$bin" $peer -p "${ports[1]}" -d "$dev:1" -t am_lat -s 64 \
+        "${long[@]}" > "$tmp/k-am.out" 2>&1 &
+    kam=$!
+    timeout -k 5 600 "$bin" $peer -p "${ports[2]}" -d "$dev:1" -t put_bw -s 65536 \
+        "${long[@]}" > "$tmp/k-put7.out" 2>&1 &
+    kput7=$!
+    # until every client reports progress (a line per second)
+    progress() { grep -c '^ *[0-9]' "$tmp/$1.out"; }
+    for _ in $(seq 120); do
+        [ "$(progress k-put)" -ge 2 ] && [ "$(progress k-am)" -ge 2 ] && [ "$(progress k-put7)" -ge 2 ] && break
+        sleep 1
+    done
+    echo "  transfers running ($(progress k-put), $(progress k-am), $(progress k-put7) progress lines); killing node2"
+    rxe-vm-kill 2 || fail "rxe-vm-kill 2 failed"
+    tk=$SECONDS
+    limit=120
+    declare -A gone=()
+    while [ $((SECONDS - tk)) -lt $limit ]; do
+        for n in k-put:$kput k-am:$kam k-put7:$kput7 k-srv:$ksrv; do
+            [ -n "${gone[${n%%:*}]:-}" ] || kill -0 "${n#*:}" 2>/dev/null || gone[${n%%:*}]=$((SECONDS - tk))
+        done
+        [ ${#gone[@]} = 4 ] && break
+        sleep 1
+    done
+    # survivor NAME PID: reported an error and exited (1, not a signal)
+    # within $limit s of the kill.  uct_perftest's closing status exchange
+    # (perf_sock_sync) waits on TCP without a time limit, so a survivor that
+    # reported the error but is still blocked there is a known bug of the
+    # tool (printed; exit 3), any other still running one a hang (exit 2)
+    survivor() {
+        local name=$1 pid=$2 rc child stack err
+        err=$(grep -hE '^uct_perftest: .*(failed|no progress|timed out)' "$tmp/$name.out" | tr '\n' ' ')
+        if [ -z "${gone[$name]:-}" ]; then
+            child=$(pgrep -P "$pid" | head -n 1)
+            stack=$([ -n "$child" ] && timeout 60 gdb -batch -p "$child" -ex 'thread apply all bt' 2>/dev/null |
+                    grep -E '^#[0-9]+ .* in (perf_|main|__libc_recv|ucs_|uct_)')
+            kill "$pid"; wait "$pid"
+            if [ -n "$err" ] && grep -q perf_sock_sync <<<"$stack"; then
+                echo "  $name: KNOWN BUG (src/tools/perf): reported '$err'" \
+                     "within $limit s, then blocked in its closing TCP exchange (perf_sock_sync: recv" \
+                     "without a time limit from the dead peer)"
+                return 3
+            fi
+            echo "  $name: still running $limit s after the kill (error lines: '${err:-none}'); its stack:"
+            sed 's/^/    /' <<<"$stack"
+            return 2
+        fi
+        wait "$pid"
+        rc=$?
+        echo "  $name: exit $rc about ${gone[$name]} s after the kill: $err"
+        [ $rc -ge 1 ] && [ $rc -lt 124 ] && [ -n "$err" ]
+    }
+    local r
+    for n in k-put:$kput k-am:$kam; do
+        r=0; survivor "${n%%:*}" "${n#*:}" || r=$?
+        [ $r = 0 ] || [ $r = 3 ] ||
+            fail "${n%%:*} client (node1, retry count 6) did not report an error within $limit s of its peer's death"
+    done
+    survivor k-put7 $kput7 || echo "  (put_bw client with the default retry count 7: reported, not asserted)"
+    survivor k-srv $ksrv || echo "  (put_lat server on node1 whose client died: reported, not asserted)"
+    for f in k-put k-am k-put7 k-srv; do
+        grep -q 'Segmentation\|Aborted\|core dumped' "$tmp/$f.out" && fail "$f: crashed"
+    done
+}
+part 5 && kill_peer
+
+echo "60-two-nodes: $((SECONDS - t_start)) s"
+if [ $fails != 0 ]; then
+    echo "60-two-nodes: $fails failure(s)"
+    exit 1
+fi
+echo "60-two-nodes: all passed"
