@@ -209,8 +209,8 @@ TEST(uct_md_child, rcache_without_events)
     /* odp needs no events: it is next where the device has it, unless its
      * ODP is known to corrupt data and the list is the default one */
     bool odp =
-        attr.odp_supported && ((getenv("UCX_IB_REG_METHODS") != nullptr) ||
-                               !uct_ib_md_odp_known_broken(md));
+        attr.odp_supported &&
+        ((getenv("UCX_IB_REG_METHODS") != nullptr) || !attr.odp_known_broken);
     uct_ib_reg_method_t want =
         odp ? UCT_IB_REG_METHOD_ODP : UCT_IB_REG_METHOD_DIRECT;
     EXPECT_EQ(want, attr.reg_method);
@@ -245,11 +245,8 @@ TEST_F(uct_md, rcache_without_events_falls_back)
  * method list must not pick it, even with events off. */
 TEST_F(uct_md, default_methods_skip_broken_odp)
 {
-    uct_ib_md_t *md = nullptr;
-    ASSERT_EQ(UCS_OK, uct_ib_md_open(dev_spec(), &md));
-    bool broken = md_attr().odp_supported && uct_ib_md_odp_known_broken(md);
-    uct_ib_md_close(md);
-    if (!broken) {
+    uct_ib_md_attr_t attr = md_attr();
+    if (!attr.odp_supported || !attr.odp_known_broken) {
         GTEST_SKIP() << "the device has no ODP, or an ODP not known to be "
                         "broken (soft-RoCE on Linux >= 6.16 has a broken one)";
     }

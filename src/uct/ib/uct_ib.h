@@ -141,6 +141,8 @@ typedef struct uct_ib_md_attr {
     int odp_explicit;     /* IBV_ODP_SUPPORT: explicit ODP MRs */
     int odp_implicit;     /* IBV_ODP_SUPPORT_IMPLICIT: one key for all */
     uint32_t odp_rc_caps; /* IBV_ODP_SUPPORT_{SEND,RECV,WRITE,READ,...} */
+    int odp_known_broken; /* ODP known to corrupt data (soft-RoCE): the
+                           * default UCX_IB_REG_METHODS skips odp */
 } uct_ib_md_attr_t;
 
 /* Open a verbs port.  dev_spec "dev:port" (e.g. "rxe0:1", port optional,

@@ -39,7 +39,8 @@ void uct_ib_md_odp_detect(uct_ib_md_t *md)
     md->attr.odp_supported =
         md->attr.odp_explicit &&
         ((md->attr.odp_rc_caps & UCT_IB_ODP_RC_NEED) == UCT_IB_ODP_RC_NEED);
-    md->odp_prefetch = md->config.odp_prefetch;
+    md->attr.odp_known_broken = uct_ib_md_odp_known_broken(md);
+    md->odp_prefetch          = md->config.odp_prefetch;
     uct_ib_diag("%s: ODP: explicit %s, implicit %s (%s), RC caps 0x%x%s",
                 md->name, md->attr.odp_explicit ? "yes" : "no",
                 md->attr.odp_implicit ? "yes" : "no",
