@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uct_perftest out-of-band exchange: one blocking TCP connection between
- * the server and the client (parameters, addresses, keys, barriers).
+ * the server and the client (parameters, addresses, keys, barriers), with
+ * TCP keepalive so that a dead peer host ends a wait with an error.
  */
 #include "perf.h"
 
@@ -19,12 +20,31 @@
 
 #define PERF_SOCK_RETRY_NS 100000000ull /* 100 ms between connect attempts */
 
-static void perf_sock_nodelay(int fd)
+/* A peer whose host died (no FIN, no RST) is declared gone after
+ * IDLE + INTVL * CNT seconds of silence: a blocking receive then fails
+ * with ETIMEDOUT instead of waiting forever.  A live peer's kernel answers
+ * the probes however long its side of the test runs. */
+#define PERF_SOCK_KEEPIDLE_S  5
+#define PERF_SOCK_KEEPINTVL_S 2
+#define PERF_SOCK_KEEPCNT     5
+
+static void perf_sock_setup(int fd)
 {
-    int one = 1;
+    int one = 1, idle = PERF_SOCK_KEEPIDLE_S, intvl = PERF_SOCK_KEEPINTVL_S;
+    int cnt = PERF_SOCK_KEEPCNT;
 
     /* best effort: only the barriers' latency depends on it */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if ((setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0) ||
+        (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0) ||
+        (setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) !=
+         0) ||
+        (setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0)) {
+        fprintf(stderr,
+                "uct_perftest: warning: TCP keepalive: %s (a dead peer "
+                "host may then block the test)\n",
+                strerror(errno));
+    }
 }
 
 ucs_status_t perf_sock_accept(unsigned port, int ipv6, int *fd_p)
@@ -77,7 +97,7 @@ ucs_status_t perf_sock_accept(unsigned port, int ipv6, int *fd_p)
         printf("Accepted connection from %s:%s\n", host, serv);
         fflush(stdout);
     }
-    perf_sock_nodelay(fd);
+    perf_sock_setup(fd);
     *fd_p = fd;
     return UCS_OK;
 }
@@ -112,7 +132,7 @@ ucs_status_t perf_sock_connect(const char *host, unsigned port, int ipv6,
             }
             if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
                 freeaddrinfo(res);
-                perf_sock_nodelay(fd);
+                perf_sock_setup(fd);
                 *fd_p = fd;
                 return UCS_OK;
             }
