@@ -119,6 +119,14 @@ void uct_ib_md_odp_detect(uct_ib_md_t *md);
 /* Nonzero if the device's ODP is known to corrupt data (soft-RoCE): the
  * default method list then skips odp; a list the user gave keeps it. */
 int uct_ib_md_odp_known_broken(const uct_ib_md_t *md);
+
+/* Vendor id of soft-RoCE (rdma_rxe) devices, whatever their name. */
+#define UCT_IB_SOFT_ROCE_VENDOR_ID 0xffffff
+
+static inline int uct_ib_md_is_soft_roce(const uct_ib_md_t *md)
+{
+    return md->dev_attr.orig_attr.vendor_id == UCT_IB_SOFT_ROCE_VENDOR_ID;
+}
 ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
                                   int verbs_access, int silent,
                                   struct ibv_mr **mr_p);

@@ -20,9 +20,6 @@
     (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |     \
      IBV_ODP_SUPPORT_READ)
 
-/* Vendor id of soft-RoCE (rdma_rxe) devices, whatever their name. */
-#define UCT_IB_ODP_RXE_VENDOR_ID 0xffffff
-
 /* ibv_advise_mr takes 32-bit lengths: prefetch in slices of this size. */
 #define UCT_IB_ODP_PREFETCH_SLICE (1ul << 30)
 #define UCT_IB_ODP_PREFETCH_SGES  16
@@ -89,7 +86,7 @@ static void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr,
 
 int uct_ib_md_odp_known_broken(const uct_ib_md_t *md)
 {
-    return md->dev_attr.orig_attr.vendor_id == UCT_IB_ODP_RXE_VENDOR_ID;
+    return uct_ib_md_is_soft_roce(md);
 }
 
 /* Once per process, at the first ODP registration on a soft-RoCE device:

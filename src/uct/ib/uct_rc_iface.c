@@ -25,6 +25,27 @@ static unsigned uct_rc_param(unsigned param, unsigned config)
     return (param != 0) ? param : config;
 }
 
+/* soft-RoCE counts transport retries down only below 7: retry_cnt 7 retries
+ * for ever, and a dead peer is never reported.  The default becomes 6
+ * there (an error after 6 timeouts); a 7 the user set stays, with a
+ * warning. */
+static void uct_rc_iface_retry_adjust(uct_rc_iface_t *iface)
+{
+    if (!uct_ib_md_is_soft_roce(iface->md) ||
+        (iface->config.retry_count != 7)) {
+        return;
+    }
+    if (getenv("UCX_RC_RETRY_COUNT") != NULL) {
+        uct_ib_warn("%s: UCX_RC_RETRY_COUNT=7 retries for ever on soft-RoCE: "
+                    "a dead peer is never reported (6 or less reports it)",
+                    iface->md->name);
+        return;
+    }
+    iface->config.retry_count = 6;
+    uct_ib_diag("%s: soft-RoCE retries for ever at retry count 7: using 6",
+                iface->md->name);
+}
+
 static ucs_status_t uct_rc_iface_check(uct_rc_iface_t *iface)
 {
     const struct ibv_device_attr *dev = &iface->md->dev_attr.orig_attr;
@@ -179,6 +200,7 @@ ucs_status_t uct_rc_iface_open(uct_ib_md_t *md,
     if (status != UCS_OK) {
         goto err;
     }
+    uct_rc_iface_retry_adjust(iface);
     dev            = &md->dev_attr.orig_attr;
     iface->max_iov = ucs_min((size_t)ucs_min(dev->max_sge, dev->max_sge_rd),
                              (size_t)UCT_RC_MAX_IOV);
