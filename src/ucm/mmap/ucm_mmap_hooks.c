@@ -83,17 +83,7 @@ ucm_mmap_orig_is_stub(const void *orig, const void *raw, long nr,
 static UCS_F_ALWAYS_INLINE long
 ucm_mmap_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
-    register long r10 __asm__("r10") = a4;
-    register long r8 __asm__("r8")   = a5;
-    register long r9 __asm__("r9")   = a6;
-    long ret;
-
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8),
-                       "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
+    return ucm_sys_syscall6_inline(nr, a1, a2, a3, a4, a5, a6);
 }
 #else
 static UCS_F_ALWAYS_INLINE ucm_mmap_peek_t ucm_mmap_orig_peek(int id,
