@@ -16,9 +16,9 @@
 #   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
 #   4a. make install to /usr/local beside Debian's UCX and Open MPI, in a
 #      throwaway root: their tools run on it (contrib/install-check.sh, root,
-#      about 40 s; skipped with the reason otherwise); INSTALL_CHECK_DEB=1
-#      also builds the Debian packages, lintians them and checks them
-#      installed in a throwaway root (3-5 min more)
+#      about 40 s; skipped with the reason otherwise); except with --quick
+#      (or INSTALL_CHECK_DEB=0) it also builds the Debian packages, lintians
+#      them and checks them installed in a throwaway root (1-5 min more)
 #   4b. UCX 1.13.1's GPU module libucm_cuda on our libucm, built from
 #      Debian's source against a test-only fake CUDA toolkit
 #      (contrib/ucx-cuda-module.sh; not with --quick; SKIP_UCX_CUDA_MODULE=1
@@ -123,7 +123,7 @@ stage "tools smoke (ucm_info, benchmark)" tools_smoke
 install_check() {
     local rc=0
     local deb=()
-    [ "${INSTALL_CHECK_DEB:-0}" = 1 ] && deb=(--deb)
+    [ "${INSTALL_CHECK_DEB:-$((1 - quick))}" = 1 ] && deb=(--deb)
     "$top/contrib/install-check.sh" "${deb[@]}" "$top/build" || rc=$?
     [ $rc -eq 77 ] && return 0
     return $rc
