@@ -363,7 +363,9 @@ else
     bad "loader cache: libucs.so.0 -> $(paste -sd " " <<<"${ucs_paths:-nothing}")"
 fi
 for l in libucs_mh.so.0 libucm.so.0; do
-    p=$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')
+    # (awk reads to the end: an early exit would SIGPIPE ldconfig, and
+    # pipefail would then end the script without a word)
+    p=$(ldconfig -p | awk -v l=$l '$1 == l && p == "" {p = $NF} END {print p}')
     if [ "$p" = /usr/local/lib/$l ]; then ok "loader cache: $l -> $p"; else bad "loader cache: $l -> ${p:-nothing}"; fi
 done
 ucx_info_libs
@@ -378,7 +380,7 @@ else
 fi
 if command -v cc >/dev/null; then
     hdr=$(echo '#include <ucs/memory/rcache.h>' | cc -E -x c - 2>/dev/null |
-        sed -n 's/^# [0-9]* "\([^"]*rcache\.h\)".*/\1/p' | head -1)
+        sed -n 's/^# [0-9]* "\([^"]*rcache\.h\)".*/\1/p' | awk 'NR == 1')
     case "$hdr" in
     /usr/include/*) ok "cc finds Debian's <ucs/memory/rcache.h> ($hdr)" ;;
     *) bad "cc finds <ucs/memory/rcache.h> at ${hdr:-nowhere}" ;;
