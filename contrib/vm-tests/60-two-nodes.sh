@@ -313,7 +313,8 @@ kill_peer() {
     done
     # survivor NAME PID: reported an error and exited (1, not a signal)
     # within $limit s of the kill.  uct_perftest's out-of-band TCP connection
-    # has keepalive (about 15 s to declare a dead host), so a survivor still
+    # has keepalive and a 20 s user timeout (a dead host is declared gone
+    # within about 20 s, with or without data in flight), so a survivor still
     # blocked in its closing status exchange (perf_sock_sync) is a bug
     # (exit 3), any other still running one a hang (exit 2)
     survivor() {

@@ -2,7 +2,8 @@
 /*
  * uct_perftest out-of-band exchange: one blocking TCP connection between
  * the server and the client (parameters, addresses, keys, barriers), with
- * TCP keepalive so that a dead peer host ends a wait with an error.
+ * TCP keepalive and a user timeout, so that a dead peer host ends a wait
+ * with an error.
  */
 #include "perf.h"
 
@@ -21,17 +22,21 @@
 #define PERF_SOCK_RETRY_NS 100000000ull /* 100 ms between connect attempts */
 
 /* A peer whose host died (no FIN, no RST) is declared gone after
- * IDLE + INTVL * CNT seconds of silence: a blocking receive then fails
- * with ETIMEDOUT instead of waiting forever.  A live peer's kernel answers
- * the probes however long its side of the test runs. */
-#define PERF_SOCK_KEEPIDLE_S  5
-#define PERF_SOCK_KEEPINTVL_S 2
-#define PERF_SOCK_KEEPCNT     5
+ * IDLE + INTVL * CNT seconds of silence, or when data sent to it stays
+ * unacknowledged for USER_TIMEOUT (keepalive alone does not apply while
+ * sent data waits, and retransmissions last many minutes): a blocking
+ * receive then fails with ETIMEDOUT instead of waiting for ever.  A live
+ * peer's kernel answers probes and acknowledges data however long its side
+ * of the test runs. */
+#define PERF_SOCK_KEEPIDLE_S      5
+#define PERF_SOCK_KEEPINTVL_S     2
+#define PERF_SOCK_KEEPCNT         5
+#define PERF_SOCK_USER_TIMEOUT_MS 20000
 
 static void perf_sock_setup(int fd)
 {
     int one = 1, idle = PERF_SOCK_KEEPIDLE_S, intvl = PERF_SOCK_KEEPINTVL_S;
-    int cnt = PERF_SOCK_KEEPCNT;
+    int cnt = PERF_SOCK_KEEPCNT, user_timeout = PERF_SOCK_USER_TIMEOUT_MS;
 
     /* best effort: only the barriers' latency depends on it */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -39,9 +44,12 @@ static void perf_sock_setup(int fd)
         (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0) ||
         (setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) !=
          0) ||
-        (setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0)) {
+        (setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0) ||
+        (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
+                    sizeof(user_timeout)) != 0)) {
         fprintf(stderr,
-                "uct_perftest: warning: TCP keepalive: %s (a dead peer "
+                "uct_perftest: warning: TCP keepalive/user timeout: %s (a dead "
+                "peer "
                 "host may then block the test)\n",
                 strerror(errno));
     }
