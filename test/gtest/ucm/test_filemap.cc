@@ -10,6 +10,7 @@
  * events over each mapping must be exactly the removed pages' addresses.
  */
 #include "common/ucm_test.h"
+#include "file_fixture.h"
 #include "rawsys.h"
 
 #include <dlfcn.h>
@@ -38,43 +39,13 @@ namespace
 
 using namespace ucmt;
 
-class Filemap : public ucmt::test
+class Filemap : public ucmt::file_test
 {
   protected:
-    void TearDown() override
-    {
-        for (size_t i = 0; i < m_maps.size(); ++i) {
-            munmap(m_maps[i].first, m_maps[i].second);
-        }
-        for (size_t i = 0; i < m_shm.size(); ++i) {
-            shmdt(m_shm[i]);
-        }
-        for (size_t i = 0; i < m_ids.size(); ++i) {
-            shmctl(m_ids[i], IPC_RMID, NULL);
-        }
-        for (size_t i = 0; i < m_fds.size(); ++i) {
-            close(m_fds[i]);
-        }
-        for (size_t i = 0; i < m_paths.size(); ++i) {
-            unlink(m_paths[i].c_str());
-        }
-        ucmt::test::TearDown();
-    }
-
-    int keep_fd(int fd)
-    {
-        if (fd >= 0) {
-            m_fds.push_back(fd);
-        }
-        return fd;
-    }
-
     /* a memfd of len bytes, closed at the end */
     int memfd(size_t len)
     {
-        int fd = keep_fd(memfd_create("ucmt-filemap", MFD_CLOEXEC));
-
-        return ((fd >= 0) && (ftruncate(fd, (off_t)len) == 0)) ? fd : -1;
+        return file_test::memfd(len, "ucmt-filemap");
     }
 
     /* a new open file description of the same file */
@@ -84,19 +55,6 @@ class Filemap : public ucmt::test
 
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
         return keep_fd(open(path, O_RDWR | O_CLOEXEC));
-    }
-
-    char *map(int fd, size_t len, int flags = MAP_SHARED, off_t offset = 0,
-              void *at = NULL)
-    {
-        void *p = mmap(at, len, PROT_READ | PROT_WRITE,
-                       flags | ((at != NULL) ? MAP_FIXED : 0), fd, offset);
-
-        if (p == MAP_FAILED) {
-            return NULL;
-        }
-        m_maps.push_back(std::make_pair(p, len));
-        return (char *)p;
     }
 
     /* 'count' free places of 'len' bytes, apart from each other */
@@ -162,12 +120,6 @@ class Filemap : public ucmt::test
         }
         ASSERT_EQ(0, shmdt(p));
     }
-
-    std::vector<std::pair<void *, size_t>> m_maps;
-    std::vector<void *> m_shm;
-    std::vector<int> m_ids;
-    std::vector<int> m_fds;
-    std::vector<std::string> m_paths;
 };
 
 /* ---- through another descriptor ---- */

@@ -9,6 +9,7 @@
  * numbers are forwarded untouched (arguments, result, errno).
  */
 #include "common/ucm_test.h"
+#include "file_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,39 +31,12 @@ namespace
 
 using namespace ucmt;
 
-class Rawsys : public ucmt::test
+class Rawsys : public ucmt::file_test
 {
   protected:
-    void TearDown() override
-    {
-        for (size_t i = 0; i < m_maps.size(); ++i) {
-            munmap(m_maps[i].first, m_maps[i].second);
-        }
-        for (size_t i = 0; i < m_ids.size(); ++i) {
-            shmctl(m_ids[i], IPC_RMID, NULL);
-        }
-        for (size_t i = 0; i < m_fds.size(); ++i) {
-            close(m_fds[i]);
-        }
-        for (size_t i = 0; i < m_paths.size(); ++i) {
-            unlink(m_paths[i].c_str());
-        }
-        ucmt::test::TearDown();
-    }
-
-    int keep_fd(int fd)
-    {
-        if (fd >= 0) {
-            m_fds.push_back(fd);
-        }
-        return fd;
-    }
-
     int memfd(size_t len)
     {
-        int fd = keep_fd(memfd_create("ucmt-rawsys", MFD_CLOEXEC));
-
-        return ((fd >= 0) && (ftruncate(fd, (off_t)len) == 0)) ? fd : -1;
+        return file_test::memfd(len, "ucmt-rawsys");
     }
 
     /* a file of len bytes in /dev/shm; -1 (errno set) if none */
@@ -77,19 +51,6 @@ class Rawsys : public ucmt::test
         m_paths.push_back(tmpl);
         *path = tmpl;
         return (ftruncate(fd, (off_t)len) == 0) ? fd : -1;
-    }
-
-    char *map(int fd, size_t len, int flags = MAP_SHARED, off_t offset = 0,
-              void *at = NULL)
-    {
-        void *p = mmap(at, len, PROT_READ | PROT_WRITE,
-                       flags | ((at != NULL) ? MAP_FIXED : 0), fd, offset);
-
-        if (p == MAP_FAILED) {
-            return NULL;
-        }
-        m_maps.push_back(std::make_pair(p, len));
-        return (char *)p;
     }
 
     /* the same file mapped twice, apart from each other */
@@ -132,11 +93,6 @@ class Rawsys : public ucmt::test
             watched, [&]() { return (int)op(); }, changed, expected, true,
             false, false);
     }
-
-    std::vector<std::pair<void *, size_t>> m_maps;
-    std::vector<int> m_ids;
-    std::vector<int> m_fds;
-    std::vector<std::string> m_paths;
 };
 
 /* ---- pages of a shared file ---- */
