@@ -17,6 +17,7 @@
  */
 #include "ucm_compat_int.h"
 
+#include <ucm/util/ucm_dl.h>
 #include <ucm/api/ucm_compat.h>
 #include <ucm/bistro/ucm_bistro.h>
 #include <ucm/mmap/ucm_mmap.h>
@@ -111,7 +112,7 @@ static void ucm_compat_bistro_target(void *func, ucm_bistro_target_t *t)
 
     memset(t, 0, sizeof(*t));
     t->entry = (uintptr_t)func;
-    dl_iterate_phdr(ucm_compat_bistro_find_cb, &ctx);
+    ucm_dl_iterate(ucm_compat_bistro_find_cb, &ctx);
 }
 
 /* ---- patching ---- */

@@ -19,6 +19,7 @@
  */
 #include "ucm_compat_int.h"
 
+#include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_elf.h>
 #include <ucm/util/ucm_log.h>
 
@@ -83,12 +84,12 @@ static ucm_compat_load_modules_func_t ucm_compat_modules_loader(void)
     ucm_compat_modules_find_t ctx = {0, NULL};
     unsigned long adds            = 0;
 
-    dl_iterate_phdr(ucm_compat_modules_adds_cb, &adds);
+    ucm_dl_iterate(ucm_compat_modules_adds_cb, &adds);
     if (adds ==
         __atomic_load_n(&ucm_compat_modules_failed_adds, __ATOMIC_RELAXED)) {
         return NULL; /* nothing loaded since the last look-up */
     }
-    dl_iterate_phdr(ucm_compat_modules_find_cb, &ctx);
+    ucm_dl_iterate(ucm_compat_modules_find_cb, &ctx);
     if (ctx.func == NULL) {
         __atomic_store_n(&ucm_compat_modules_failed_adds, adds,
                          __ATOMIC_RELAXED);

@@ -6,6 +6,7 @@
  */
 #include "ucm_filemap_int.h"
 
+#include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_procmaps.h>
 #include <ucm/util/ucm_sys.h>
@@ -185,7 +186,7 @@ static void ucm_filemap_dl_counters(unsigned long long *counters)
 {
     counters[0] = 0;
     counters[1] = 0;
-    dl_iterate_phdr(ucm_filemap_dl_cb, counters);
+    ucm_dl_iterate(ucm_filemap_dl_cb, counters);
 }
 
 /* Empty the table and fill it from one /proc/self/maps walk; 0 if another

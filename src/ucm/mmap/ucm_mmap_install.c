@@ -10,6 +10,7 @@
 #include "ucm_filewatch.h"
 #include "ucm_syscall.h"
 
+#include <ucm/util/ucm_dl.h>
 #include <ucm/bistro/ucm_bistro.h>
 #include <ucm/event/ucm_event.h>
 #include <ucm/malloc/ucm_heap.h>
@@ -284,7 +285,7 @@ static void ucm_mmap_install_bistro(void)
     unsigned i, count = 0;
     void *resolved;
 
-    dl_iterate_phdr(ucm_mmap_find_libc_cb, &ctx);
+    ucm_dl_iterate(ucm_mmap_find_libc_cb, &ctx);
     if (!ctx.found) {
         ucm_warn("libc not found among loaded objects: bistro unavailable");
         return;

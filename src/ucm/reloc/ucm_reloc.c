@@ -4,6 +4,7 @@
  */
 #include "ucm_reloc.h"
 
+#include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_elf.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_sys.h>
@@ -212,7 +213,7 @@ static void ucm_reloc_walk(int full)
     for (i = 0; i < ucm_reloc_num_objects; ++i) {
         ucm_reloc_objects[i].seen = 0;
     }
-    dl_iterate_phdr(ucm_reloc_phdr_cb, &ctx);
+    ucm_dl_iterate(ucm_reloc_phdr_cb, &ctx);
     /* forget unloaded objects: their address may host a new one later */
     for (i = 0; i < ucm_reloc_num_objects; ++i) {
         if (ucm_reloc_objects[i].seen) {
@@ -313,7 +314,7 @@ void ucm_reloc_update(void)
 
     pthread_mutex_lock(&ucm_reloc_lock);
     if (ucm_reloc_num_patches > 0) {
-        dl_iterate_phdr(ucm_reloc_counters_cb, counters);
+        ucm_dl_iterate(ucm_reloc_counters_cb, counters);
         if ((counters[0] != ucm_reloc_last_adds) ||
             (counters[1] != ucm_reloc_last_subs)) {
             ucm_reloc_walk(0);

@@ -6,13 +6,16 @@
  * processes, so the child never inherits a lock held by a thread that does
  * not exist there.  A thread that forks from inside an event handler cannot
  * wait for a writer that waits for it: it only try-locks, and the child
- * re-initializes a lock it could not take.
+ * re-initializes a lock it could not take.  The loader-walk lock
+ * (ucm_dl.h) is waited for in both cases: it guards a lock of glibc's that
+ * the child cannot re-initialize, and its holders wait for nobody.
  */
 #include <ucm/event/ucm_event.h>
 #include <ucm/mmap/ucm_filewatch.h>
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/reloc/ucm_reloc.h>
 #include <ucm/util/ucm_config.h>
+#include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_sys.h>
 
@@ -37,12 +40,14 @@ static void ucm_init_atfork_prepare(void)
             ucm_init_fork_locked[i] = 1;
         }
     }
+    ucm_dl_atfork_prepare(); /* a leaf: waited for, also in a handler */
 }
 
 static void ucm_init_atfork_parent(void)
 {
     unsigned i = ucs_static_array_size(ucm_init_fork_locks);
 
+    ucm_dl_atfork_parent();
     while (i-- > 0) {
         if (ucm_init_fork_locked[i]) {
             pthread_mutex_unlock(ucm_init_fork_locks[i]);
@@ -56,6 +61,7 @@ static void ucm_init_atfork_child(void)
     unsigned i            = ucs_static_array_size(ucm_init_fork_locks);
 
     ucm_rcu_atfork_child();
+    ucm_dl_atfork_child();
     while (i-- > 0) {
         if (ucm_init_fork_locked[i]) {
             pthread_mutex_unlock(ucm_init_fork_locks[i]);
