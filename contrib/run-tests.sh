@@ -13,7 +13,8 @@
 #      and the debug assertions (--enable-debug: the cache's lock owner in
 #      every *_locked function)
 #   3. the suite under valgrind (memcheck)
-#   4. smoke run of the tools: ucm_info self-test, quick hook benchmark
+#   4. smoke run of the tools: ucm_info self-test, quick hook benchmark,
+#      each tool's degraded lines as nobody / under valgrind (2 min)
 #   4a. make install to /usr/local beside Debian's UCX and Open MPI, in a
 #      throwaway root: their tools run on it (contrib/install-check.sh, root,
 #      about 40 s; skipped with the reason otherwise); except with --quick
@@ -80,7 +81,8 @@ tools_smoke() {
         if [ -x "$b/src/tools/ucm_bench_hooks" ]; then
             "$b/src/tools/ucm_bench_hooks" --quick
         fi &&
-        "$b/src/tools/ucm_bench_uffd" --quick
+        "$b/src/tools/ucm_bench_uffd" --quick &&
+        "$top/test/tools/degraded.sh" "$b"
 }
 
 # The stock-ABI preload (libucm_rcache.so.0) of the sanitizer build under

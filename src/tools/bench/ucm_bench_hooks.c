@@ -38,7 +38,11 @@
  * Exit status: 0; 1 if a worker of "none" or of our libucm failed (stock UCX
  * failures are only reported); 2 on usage errors.
  */
+#include "config.h"
+#include "tools_env.h"
+
 #include <ucm/api/ucm.h>
+#include <ucm/api/ucm_ext.h>
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -58,6 +62,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #ifndef UCM_BENCH_BUILD_DIR
 #define UCM_BENCH_BUILD_DIR ""
@@ -697,6 +707,47 @@ static void *bench_load_ucm(const char *lib)
     return handle;
 }
 
+/* Our libucm only (ucm_hooks_query is not in UCX 1.13): the hooks that
+ * did not land in the mode asked for, as one "degraded hooks" line. */
+static void bench_report_fallbacks(void *lib_handle, int mode)
+{
+    unsigned (*query)(ucm_hook_info_t *, unsigned);
+    ucm_hook_info_t hooks[48];
+    unsigned i, count, n = 0;
+    char list[400] = "";
+    size_t len     = 0;
+    int fell;
+
+    *(void **)&query = dlsym(lib_handle, "ucm_hooks_query");
+    if (query == NULL) {
+        return;
+    }
+    count = query(hooks, 48);
+    for (i = 0; (i < count) && (i < 48); ++i) {
+        /* in bistro mode a libc function whose entry could not be patched
+         * is hooked in its GOT slots instead, and says why */
+        fell = (hooks[i].state == UCM_HOOK_STATE_FAILED) ||
+               ((mode == UCM_MMAP_HOOK_BISTRO) &&
+                (hooks[i].state == UCM_HOOK_STATE_RELOC) &&
+                (hooks[i].detail[0] != '\0'));
+        if (!fell) {
+            continue;
+        }
+        if (len < sizeof(list)) {
+            len += snprintf(list + len, sizeof(list) - len, "%s%s %s (%s)",
+                            (n > 0) ? ", " : "", hooks[i].symbol,
+                            (hooks[i].state == UCM_HOOK_STATE_FAILED) ? "failed"
+                                                                      : "reloc",
+                            hooks[i].detail);
+        }
+        ++n;
+    }
+    if (n > 0) {
+        bench_out("degraded hooks %u of %u hooks not in the mode asked: %s", n,
+                  count, list);
+    }
+}
+
 static int bench_worker(const char *lib, const char *mode_name, int rounds,
                         double round_ms, int install_only, int opts_only)
 {
@@ -724,6 +775,10 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
         rounds = BENCH_MAX_SAMPLES;
     }
 
+    if (RUNNING_ON_VALGRIND) {
+        bench_out("degraded valgrind the workers run under valgrind "
+                  "(--trace-children=yes)");
+    }
     bench_reserve_hole();
     if (!install_only) {
         bench_munmap_pairs(rounds, target_ns, &pre);
@@ -769,6 +824,7 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
             return 3;
         }
         bench_out("ok %s %.3f", bench_key_names[K_INSTALL_US], value);
+        bench_report_fallbacks(lib_handle, mode);
     } else if (mode != UCM_MMAP_HOOK_NONE) {
         bench_out("fail mode '%s' needs a library", mode_name);
         return 2;
@@ -845,6 +901,52 @@ static void bench_config_note(bench_config_t *cfg, const char *note)
              (len > 0) ? "; " : "", note);
 }
 
+/* A worker's "degraded LABEL REASON" line, printed on stderr the first time
+ * it arrives (every pass and every install-only run repeats it); a hooks
+ * line names the configuration, one about the process (valgrind) not. */
+static void bench_degraded(const bench_config_t *cfg, char *what)
+{
+    static const struct {
+        const char *label, *consequence;
+    } kinds[] = {
+        {"hooks", "its rows time those calls through their fallback"},
+        {"valgrind", "the workers' timings are valgrind's, not the machine's"},
+    };
+    static char seen[16][256];
+    static unsigned nseen;
+    tools_env_item_t item = {TOOLS_ENV_GIVEN, NULL, NULL, 0, NULL};
+    char line[256];
+    char *reason = strchr(what, ' ');
+    unsigned i, k;
+
+    if (reason == NULL) {
+        return;
+    }
+    *reason++ = '\0';
+    for (k = 0; (k < 2) && strcmp(kinds[k].label, what); ++k) {
+    }
+    if (k == 2) {
+        return;
+    }
+    if (k == 0) {
+        snprintf(line, sizeof(line), "%s: %s", cfg->name, reason);
+    } else {
+        snprintf(line, sizeof(line), "%s", reason);
+    }
+    for (i = 0; i < nseen; ++i) {
+        if (!strcmp(seen[i], line)) {
+            return;
+        }
+    }
+    if (nseen < 16) {
+        snprintf(seen[nseen++], sizeof(seen[0]), "%s", line);
+    }
+    item.label       = kinds[k].label;
+    item.reason      = line;
+    item.consequence = kinds[k].consequence;
+    tools_env_report(stderr, TOOLS_ENV_PREFIX, &item, 1);
+}
+
 static void bench_parse_line(bench_config_t *cfg, char *line, char *reason,
                              size_t max)
 {
@@ -863,6 +965,10 @@ static void bench_parse_line(bench_config_t *cfg, char *line, char *reason,
     }
     if (!strcmp(word, "note")) {
         bench_config_note(cfg, rest);
+        return;
+    }
+    if (!strcmp(word, "degraded")) {
+        bench_degraded(cfg, rest);
         return;
     }
     for (k = 0; k < K_LAST; ++k) {
@@ -888,7 +994,7 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
                              int install_only)
 {
     char rounds_str[16], round_ms_str[32], fd_str[16];
-    char buf[8192], reason[200] = "";
+    char buf[8192], reason[200] = "", self[PATH_MAX] = "/proc/self/exe";
     const char *argv[20];
     int fds[2], argc = 0, status, devnull;
     size_t used = 0;
@@ -925,6 +1031,12 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
     }
     argv[argc] = NULL;
 
+    /* the file itself, not /proc/self/exe: under valgrind that is
+     * valgrind's tool, while readlink() answers for the program */
+    nread = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (nread > 0) {
+        self[nread] = '\0';
+    }
     fflush(stdout);
     fflush(stderr);
     pid = fork();
@@ -942,7 +1054,7 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
                 dup2(devnull, 1);
             }
         }
-        execv("/proc/self/exe", (char *const *)argv);
+        execv(self, (char *const *)argv);
         dprintf(fds[1], "fail exec: %s\n", strerror(errno));
         _exit(127);
     }

@@ -25,11 +25,14 @@
  * Cost model: mem_reg spins UCS_BENCH_REG_NS, mem_dereg UCS_BENCH_DEREG_NS.
  * "none" calls them directly for every get+put.
  */
+#include "tools_env.h"
 #include "ucs_bench_rcache.h"
 
+#include <ucm/api/ucm_ext.h>
 #include <ucs/memory/rcache.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -655,6 +658,81 @@ static int bench_run_worker(int impl, const char *lib, bench_result_t *results,
     return 0;
 }
 
+/* The userfaultfd monitor as the caches of lib will find it, asked in a
+ * forked child that loads lib (the driver loads no libucs): NULL when it
+ * runs or the child cannot tell, else the reason, in buf. */
+static const char *bench_uffd_probe(const char *lib, char *buf, size_t max)
+{
+    ucs_status_t (*start)(int *);
+    void (*query)(ucm_uffd_info_t *);
+    ucm_uffd_info_t info;
+    int fds[2], status, active = 1, devnull;
+    size_t used = 0;
+    void *handle;
+    ssize_t n;
+    pid_t pid;
+
+    if (pipe(fds) != 0) {
+        return NULL;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        devnull = open("/dev/null", O_WRONLY); /* the workers log for it */
+        if (devnull >= 0) {
+            dup2(devnull, 2);
+        }
+        handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (handle != NULL) {
+            *(void **)&start = dlsym(handle, "ucm_uffd_start");
+            *(void **)&query = dlsym(handle, "ucm_uffd_query");
+            if ((start != NULL) && (query != NULL)) {
+                start(&active);
+                query(&info);
+                if (!active &&
+                    (write(fds[1], info.reason,
+                           strnlen(info.reason, sizeof(info.reason))) < 0)) {
+                    _exit(1);
+                }
+            }
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    while ((pid > 0) && ((n = read(fds[0], buf + used, max - 1 - used)) > 0)) {
+        used += n;
+    }
+    close(fds[0]);
+    if (pid > 0) {
+        waitpid(pid, &status, 0);
+    }
+    buf[used] = '\0';
+    return (used > 0) ? buf : NULL;
+}
+
+/* What degrades the columns of ours (and stock-abi, on the same libucm),
+ * one line each on stderr; the table on stdout stays as it is. */
+static void bench_degraded(const char *ours)
+{
+    const char *pfn = getenv("UCX_RCACHE_CHECK_PFN");
+    char uffd_reason[200];
+    tools_env_item_t items[] = {
+        {TOOLS_ENV_GIVEN, "userfaultfd", NULL, 0,
+         "the ours and stock-abi caches run on the memory hooks only (no "
+         "subscription in their miss rows)"},
+        {TOOLS_ENV_PAGEMAP, NULL, NULL, 0,
+         "UCX_RCACHE_CHECK_PFN compares zeros: its rows pay the pagemap "
+         "reads and check nothing"},
+    };
+    /* hidden page frames only matter to a cache that checks them */
+    unsigned count = ((pfn != NULL) && (strtoul(pfn, NULL, 0) != 0)) ? 2 : 1;
+
+    items[0].reason = bench_uffd_probe(ours, uffd_reason, sizeof(uffd_reason));
+    tools_env_report(stderr, TOOLS_ENV_PREFIX, items, count);
+}
+
 /* Column impl against ours, as text ("-" without both values). */
 static void bench_ratio(const bench_result_t *result, int impl, char *buf,
                         size_t max)
@@ -707,6 +785,7 @@ int main(int argc, char **argv)
     abi = NULL;
 #endif
     memset(results, 0, sizeof(results));
+    bench_degraded(ours);
     printf("fake registration: mem_reg %d ns, mem_dereg %d ns; best of %d "
            "rounds\nours: %s\nabi:  %s\nucx:  %s\n\n",
            UCS_BENCH_REG_NS, UCS_BENCH_DEREG_NS, UCS_BENCH_ROUNDS, ours,

@@ -18,7 +18,7 @@
  * counted what it did), 1 if not, 2 on usage.
  */
 #include "config.h"
-#include "ucm_info_env.h"
+#include "tools_env.h"
 
 #include <ucm/api/ucm.h>
 #include <ucm/api/ucm_ext.h>
@@ -187,6 +187,28 @@ static int ucm_info_rcache(void)
     return bad;
 }
 
+/* One line per thing the environment degrades (information only: the
+ * exit status does not change); uffd_reason is NULL when the monitor runs. */
+static void ucm_info_degraded(const char *uffd_reason)
+{
+    const tools_env_item_t items[] = {
+        {TOOLS_ENV_MEMLOCK, NULL, NULL, 0,
+         "no more is registered at once, the cache evicts unused regions "
+         "beyond it (ulimit -l)"},
+        {TOOLS_ENV_PAGEMAP, NULL, NULL, 0,
+         "UCX_RCACHE_CHECK_PFN checks nothing"},
+        {TOOLS_ENV_GIVEN, "userfaultfd", uffd_reason, 0,
+         "unmaps by raw system calls, the loader and static code reach no "
+         "registration cache"},
+    };
+
+    printf("#\n# Degraded by this environment\n");
+    if (tools_env_report(stdout, "#   ", items,
+                         sizeof(items) / sizeof(items[0])) == 0) {
+        printf("#   nothing\n");
+    }
+}
+
 /* Start the userfaultfd monitor as a registration cache would, and say
  * whether it runs and why not. */
 static int ucm_info_uffd(void)
@@ -200,7 +222,7 @@ static int ucm_info_uffd(void)
     ucm_uffd_query(&info);
     printf("#\n# userfaultfd monitor (UCX_MEM_UFFD=%s): %s\n#   %s\n",
            modes[info.mode], active ? "active" : "not active", info.reason);
-    ucm_info_env_print(active, info.reason);
+    ucm_info_degraded(active ? NULL : info.reason);
     return (status == UCS_OK) ? 0 : 1;
 }
 

@@ -20,8 +20,6 @@ typedef struct {
     uint8_t ep_addr[UCT_RC_EP_ADDR_SIZE];
 } perf_ctx_wire_t;
 
-#define PERF_G_WINDOW 32 /* default window with -G: one buffer per slot */
-
 uint8_t perf_ctx_pattern(size_t offset, int seed)
 {
     return (uint8_t)(offset * 13 + (offset >> 8) * 7 + seed);

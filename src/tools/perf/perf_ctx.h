@@ -23,6 +23,7 @@
 #define PERF_SEED_CLIENT  0x11
 #define PERF_SEED_SERVER  0x22
 #define PERF_STALL_S      60.0 /* a wait with no progress this long fails */
+#define PERF_G_WINDOW     32   /* default window with -G: a buffer per slot */
 
 typedef struct perf_ctx perf_ctx_t;
 
@@ -71,6 +72,11 @@ int perf_ctx_check(const uint8_t *buf, size_t start, size_t len, int seed);
 /* iov list of the message sizes over [base, ...) */
 size_t perf_ctx_iov(perf_ctx_t *ctx, void *base, uct_ib_mem_t *memh,
                     uct_iov_t *iov);
+
+/* perf_env.c: one line on stderr per thing the environment degrades
+ * (no RDMA device, a locked-memory limit below what params pin, memory
+ * events off); nothing when all is well.  Call once, params complete. */
+void perf_env_report(const perf_params_t *params);
 
 /* perf_run.c */
 ucs_status_t perf_run(perf_ctx_t *ctx);

@@ -71,6 +71,7 @@ int main(int argc, char **argv)
     if (status != UCS_OK) {
         return PERF_EXIT_FAILURE;
     }
+    perf_env_report(&params);
     status = perf_ctx_setup(&ctx, &params, fd, params.server == NULL);
     if (status == UCS_OK) {
         status = perf_run(&ctx);
