@@ -49,7 +49,8 @@
  *   UCX_IB_ODP_IMPLICIT   try | yes | no  the odp method's one implicit ODP
  *                         MR for every range (try: where the device reports
  *                         it; yes: attempt it anyway; a failed attempt falls
- *                         back to explicit MRs with one log line)
+ *                         back to explicit MRs with one log line; other
+ *                         methods ignore it)
  *   UCX_IB_GID_INDEX      auto | N (auto: the RoCE v2 IPv4-mapped GID)
  *   UCX_RC_TX_QUEUE_LEN, UCX_RC_RX_QUEUE_LEN, UCX_RC_SEG_SIZE,
  *   UCX_RC_TIMEOUT (IB exponent, >= 14), UCX_RC_RETRY_COUNT,
