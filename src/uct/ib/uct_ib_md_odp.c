@@ -46,8 +46,10 @@ void uct_ib_md_odp_detect(uct_ib_md_t *md)
                 md->attr.odp_implicit
                     ? "reported (UCX_IB_ODP_IMPLICIT=try|yes: the odp method "
                       "serves every range with one implicit MR)"
-                    : "absent on this device (the odp method registers an "
-                      "explicit MR per range)");
+                : md->attr.odp_supported
+                    ? "absent on this device (the odp method registers an "
+                      "explicit MR per range)"
+                    : "absent on this device");
 }
 
 void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr, void *address,
