@@ -46,6 +46,11 @@
  *   UCX_IB_REG_MT_THREADS threads for that (0: online CPUs, at most 16)
  *   UCX_IB_ODP_MAX_REGIONS ODP registrations the odp method keeps (4096)
  *   UCX_IB_ODP_PREFETCH   y | n  ibv_advise_mr prefetch of new ODP MRs
+ *   UCX_IB_ODP_IMPLICIT   try | yes | no  the odp method's one implicit ODP
+ *                         MR for every range (try: where the device reports
+ *                         it; yes: attempt it anyway; a failed attempt falls
+ *                         back to explicit MRs with one log line; other
+ *                         methods ignore it)
  *   UCX_IB_GID_INDEX      auto | N (auto: the RoCE v2 IPv4-mapped GID)
  *   UCX_RC_TX_QUEUE_LEN, UCX_RC_RX_QUEUE_LEN, UCX_RC_SEG_SIZE,
  *   UCX_RC_TIMEOUT (IB exponent, >= 14), UCX_RC_RETRY_COUNT,
@@ -143,6 +148,10 @@ typedef struct uct_ib_md_attr {
     uint32_t odp_rc_caps; /* IBV_ODP_SUPPORT_{SEND,RECV,WRITE,READ,...} */
     int odp_known_broken; /* ODP known to corrupt data (soft-RoCE): the
                            * default UCX_IB_REG_METHODS skips odp */
+    /* the odp method's implicit ODP MR (registered at the first odp
+     * registration; both 0 before it, or when not wanted) */
+    int odp_implicit_used;   /* registered: its keys serve every range */
+    int odp_implicit_failed; /* attempted and failed: explicit MRs */
 } uct_ib_md_attr_t;
 
 /* Open a verbs port.  dev_spec "dev:port" (e.g. "rxe0:1", port optional,

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const uct_ib_fork_init_names[]  = {"try", "yes", "no", NULL};
+static const char *const uct_ib_fork_init_names[] = {"try", "yes", "no", NULL};
+static const char *const uct_ib_odp_implicit_names[] = {"try", "yes", "no",
+                                                        NULL};
 static const char *const uct_ib_reg_method_names[] = {"rcache", "odp", "direct",
                                                       NULL};
 
@@ -39,6 +41,12 @@ static const ucs_config_field_t uct_ib_md_config_table[] = {
                     "Prefetch the pages of a new ODP registration "
                     "(ibv_advise_mr, asynchronous) where the device can",
                     odp_prefetch, UCS_CONFIG_TYPE_BOOL, NULL),
+    UCT_IB_MD_FIELD("IB_ODP_IMPLICIT", "try",
+                    "The odp method registers one implicit ODP MR and hands "
+                    "out its keys for every range (try: where the device "
+                    "reports implicit ODP; yes: attempt it anyway; no)",
+                    odp_implicit, UCS_CONFIG_TYPE_ENUM,
+                    uct_ib_odp_implicit_names),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 /* One element of the UCX_IB_REG_METHODS list, parsed as an ENUM. */

@@ -11,6 +11,7 @@
 #include <ucs/debug/ucs_log.h>
 #include <ucs/memory/rcache.h>
 #include <infiniband/verbs.h>
+#include <pthread.h>
 
 #define uct_ib_error(_fmt, ...) ucs_log_error("ib", _fmt, ##__VA_ARGS__)
 #define uct_ib_warn(_fmt, ...)  ucs_log_warn("ib", _fmt, ##__VA_ARGS__)
@@ -24,6 +25,21 @@ typedef enum {
     UCT_IB_FORK_INIT_YES,
     UCT_IB_FORK_INIT_NO
 } uct_ib_fork_init_t;
+
+/* UCX_IB_ODP_IMPLICIT values (index into the names of the config table). */
+typedef enum {
+    UCT_IB_ODP_IMPLICIT_CFG_TRY, /* where the device reports it */
+    UCT_IB_ODP_IMPLICIT_CFG_YES, /* attempt it even if not reported */
+    UCT_IB_ODP_IMPLICIT_CFG_NO
+} uct_ib_odp_implicit_cfg_t;
+
+/* Where the md stands with its implicit ODP MR (md->odp_implicit_state). */
+typedef enum {
+    UCT_IB_ODP_IMPLICIT_OFF,     /* not wanted: explicit MRs only */
+    UCT_IB_ODP_IMPLICIT_UNTRIED, /* wanted: registered at first use */
+    UCT_IB_ODP_IMPLICIT_ACTIVE,  /* md->odp_implicit_mr serves every range */
+    UCT_IB_ODP_IMPLICIT_FAILED   /* the attempt failed: explicit MRs */
+} uct_ib_odp_implicit_state_t;
 
 #define UCT_IB_NET_DEVICES_MAX 256
 #define UCT_IB_GID_INDEX_AUTO  (-1)
@@ -39,6 +55,7 @@ typedef struct uct_ib_md_config {
     char net_devices[UCT_IB_NET_DEVICES_MAX]; /* "" if unset */
     unsigned long odp_max_regions;            /* ODP MRs the cache keeps */
     int odp_prefetch;                         /* ibv_advise_mr at reg */
+    int odp_implicit;                         /* uct_ib_odp_implicit_cfg_t */
 } uct_ib_md_config_t;
 
 typedef struct uct_rc_config {
@@ -66,6 +83,7 @@ struct uct_ib_mem {
     uint32_t rkey;
     uct_ib_reg_method_t method;
     unsigned access; /* UCT_IB_MEM_ACCESS_* granted */
+    int implicit;    /* mr is the md's implicit ODP MR: free only the memh */
 };
 
 /* A cached registration: the memh lives in the region. */
@@ -81,8 +99,13 @@ struct uct_ib_md {
     struct ibv_port_attr port_attr;
     uct_ib_md_attr_t attr;
     uct_ib_md_config_t config;
-    ucs_rcache_t *rcache;               /* with the rcache or odp method */
-    int odp_prefetch;                   /* 1 on, 0 off (atomic) */
+    ucs_rcache_t *rcache; /* with the rcache or odp method */
+    int odp_prefetch;     /* 1 on, 0 off (atomic) */
+    /* implicit ODP MR of the odp method: state (uct_ib_odp_implicit_state_t,
+     * atomic; leaves UNTRIED once, under the lock) and the MR if ACTIVE */
+    int odp_implicit_state;
+    pthread_mutex_t odp_implicit_lock;
+    struct ibv_mr *odp_implicit_mr;
     char name[UCT_IB_DEV_NAME_MAX + 8]; /* "dev:port" */
 };
 
@@ -130,6 +153,30 @@ static inline int uct_ib_md_is_soft_roce(const uct_ib_md_t *md)
 ucs_status_t uct_ib_md_odp_reg_mr(uct_ib_md_t *md, void *address, size_t length,
                                   int verbs_access, int silent,
                                   struct ibv_mr **mr_p);
+/* Asynchronous prefetch of [address, address+length) through mr (explicit
+ * or implicit ODP MR) if prefetching is on (see uct_ib_md_odp_reg_mr). */
+void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr, void *address,
+                            size_t length, int write);
+
+/* Implicit ODP (uct_ib_md_odp_implicit.c).
+ * init: set md->odp_implicit_state from UCX_IB_ODP_IMPLICIT and the caps
+ * (after uct_ib_md_odp_detect; OFF unless the method is odp).
+ * reg: a memh of [address, address+length) carrying the keys of the md's
+ * implicit ODP MR, which the first call registers (ibv_reg_mr of the whole
+ * address space, under md->odp_implicit_lock); then the range is
+ * prefetched as uct_ib_md_odp_reg_mr does.  UCS_ERR_UNSUPPORTED when the md
+ * has no implicit MR (not wanted, or its registration failed: that failure
+ * is logged once per md, one line with the errno): the caller registers an
+ * explicit MR instead.  UCS_ERR_NO_MEMORY without a memh.  No protection
+ * check of the range: the NIC's page fault refuses access the mapping does
+ * not allow, failing the transfer.
+ * cleanup: deregister the implicit MR (once; every memh of it must have
+ * been released).  Thread-safe (reg); not for hook context. */
+void uct_ib_md_odp_implicit_init(uct_ib_md_t *md);
+ucs_status_t uct_ib_md_odp_implicit_reg(uct_ib_md_t *md, void *address,
+                                        size_t length, unsigned access,
+                                        uct_ib_mem_t **memh_p);
+void uct_ib_md_odp_implicit_cleanup(uct_ib_md_t *md);
 
 /* Diagnose why [address, address+length) cannot be registered with
  * verbs_access after errno err: logs one error line, returns the status. */

@@ -10,7 +10,9 @@
  *           ODP MRs in a ucs_rcache
  *           without memory events (an ODP MR follows the address space by
  *           itself, so a cached one never goes stale; the cache only bounds
- *           how many are kept: UCX_IB_ODP_MAX_REGIONS);
+ *           how many are kept: UCX_IB_ODP_MAX_REGIONS); where the device
+ *           has implicit ODP (UCX_IB_ODP_IMPLICIT), one implicit MR serves
+ *           every range instead, the cache only after its failure;
  *   direct: ibv_reg_mr on every registration (always available).
  */
 #include "uct_ib_int.h"
@@ -46,13 +48,14 @@ static ucs_status_t uct_ib_rcache_mem_reg(void *context, ucs_rcache_t *rcache,
     if (status != UCS_OK) {
         return status;
     }
-    region->memh.mr      = mr;
-    region->memh.address = address;
-    region->memh.length  = length;
-    region->memh.lkey    = mr->lkey;
-    region->memh.rkey    = mr->rkey;
-    region->memh.method  = md->attr.reg_method;
-    region->memh.access  = access;
+    region->memh.mr       = mr;
+    region->memh.address  = address;
+    region->memh.length   = length;
+    region->memh.lkey     = mr->lkey;
+    region->memh.rkey     = mr->rkey;
+    region->memh.method   = md->attr.reg_method;
+    region->memh.access   = access;
+    region->memh.implicit = 0;
     return UCS_OK;
 }
 
@@ -176,11 +179,13 @@ ucs_status_t uct_ib_md_methods_setup(uct_ib_md_t *md)
 
 found:
     md->attr.reg_method = method;
+    uct_ib_md_odp_implicit_init(md);
     return UCS_OK;
 }
 
 void uct_ib_md_methods_cleanup(uct_ib_md_t *md)
 {
+    uct_ib_md_odp_implicit_cleanup(md);
     if (md->rcache != NULL) {
         ucs_rcache_destroy(md->rcache);
         md->rcache = NULL;

@@ -2,7 +2,8 @@
 /*
  * On-demand paging of the verbs md: what the device reports (explicit and
  * implicit ODP, the RC operations that may fault), and the registration of
- * an explicit ODP MR with its optional prefetch.
+ * an explicit ODP MR with its optional prefetch (the implicit MR:
+ * uct_ib_md_odp_implicit.c).
  *
  * An ODP MR pins nothing: the kernel's MMU notifier invalidates the NIC's
  * translations when the address space changes, and the NIC faults pages in
@@ -38,18 +39,21 @@ void uct_ib_md_odp_detect(uct_ib_md_t *md)
         ((md->attr.odp_rc_caps & UCT_IB_ODP_RC_NEED) == UCT_IB_ODP_RC_NEED);
     md->attr.odp_known_broken = uct_ib_md_odp_known_broken(md);
     md->odp_prefetch          = md->config.odp_prefetch;
-    uct_ib_diag("%s: ODP: explicit %s, implicit %s (%s), RC caps 0x%x%s",
+    uct_ib_diag("%s: ODP: explicit %s, RC caps 0x%x%s; implicit ODP %s",
                 md->name, md->attr.odp_explicit ? "yes" : "no",
-                md->attr.odp_implicit ? "yes" : "no",
-                md->attr.odp_implicit ? "the odp method still registers "
-                                        "explicit MRs"
-                                      : "absent on this device",
                 md->attr.odp_rc_caps,
-                md->attr.odp_supported ? "" : " (not enough for RC)");
+                md->attr.odp_supported ? "" : " (not enough for RC)",
+                md->attr.odp_implicit
+                    ? "reported (UCX_IB_ODP_IMPLICIT=try|yes: the odp method "
+                      "serves every range with one implicit MR)"
+                : md->attr.odp_supported
+                    ? "absent on this device (the odp method registers an "
+                      "explicit MR per range)"
+                    : "absent on this device");
 }
 
-static void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr,
-                                   void *address, size_t length, int write)
+void uct_ib_md_odp_prefetch(uct_ib_md_t *md, struct ibv_mr *mr, void *address,
+                            size_t length, int write)
 {
     struct ibv_sge sge[UCT_IB_ODP_PREFETCH_SGES];
     uintptr_t p = (uintptr_t)address;

@@ -266,11 +266,16 @@ void uct_ib_md_close(uct_ib_md_t *md)
 
 ucs_status_t uct_ib_md_query(const uct_ib_md_t *md, uct_ib_md_attr_t *attr)
 {
+    int state;
+
     if ((md == NULL) || (attr == NULL)) {
         uct_ib_error("uct_ib_md_query: NULL %s", (md == NULL) ? "md" : "attr");
         return UCS_ERR_INVALID_PARAM;
     }
     *attr = md->attr;
+    state = __atomic_load_n(&md->odp_implicit_state, __ATOMIC_ACQUIRE);
+    attr->odp_implicit_used   = (state == UCT_IB_ODP_IMPLICIT_ACTIVE);
+    attr->odp_implicit_failed = (state == UCT_IB_ODP_IMPLICIT_FAILED);
     return UCS_OK;
 }
 

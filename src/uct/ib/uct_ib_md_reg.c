@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * uct_ib_md_mem_reg / mem_dereg through the md's method (rcache, odp,
- * direct), and the accessors of a memory handle.
+ * uct_ib_md_mem_reg / mem_dereg through the md's method (rcache, odp with
+ * its implicit MR or explicit ones, direct), and the accessors of a memory
+ * handle.
  */
 #include "uct_ib_int.h"
 
@@ -75,14 +76,15 @@ static ucs_status_t uct_ib_md_mem_reg_mr(uct_ib_md_t *md, void *address,
     if (status != UCS_OK) {
         goto err_free;
     }
-    memh->mr      = mr;
-    memh->address = address;
-    memh->length  = length;
-    memh->lkey    = mr->lkey;
-    memh->rkey    = mr->rkey;
-    memh->method  = method;
-    memh->access  = access;
-    *memh_p       = memh;
+    memh->mr       = mr;
+    memh->address  = address;
+    memh->length   = length;
+    memh->lkey     = mr->lkey;
+    memh->rkey     = mr->rkey;
+    memh->method   = method;
+    memh->access   = access;
+    memh->implicit = 0;
+    *memh_p        = memh;
     return UCS_OK;
 
 err_free:
@@ -93,6 +95,8 @@ err_free:
 ucs_status_t uct_ib_md_mem_reg(uct_ib_md_t *md, void *address, size_t length,
                                unsigned access, uct_ib_mem_t **memh_p)
 {
+    ucs_status_t status;
+
     if ((md == NULL) || (address == NULL) || (memh_p == NULL)) {
         uct_ib_error("uct_ib_md_mem_reg: NULL %s", (md == NULL) ? "md"
                                                    : (address == NULL)
@@ -118,6 +122,14 @@ ucs_status_t uct_ib_md_mem_reg(uct_ib_md_t *md, void *address, size_t length,
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
+    if (md->attr.reg_method == UCT_IB_REG_METHOD_ODP) {
+        status =
+            uct_ib_md_odp_implicit_reg(md, address, length, access, memh_p);
+        if (status != UCS_ERR_UNSUPPORTED) {
+            return status;
+        }
+        /* no implicit MR: explicit ones, through the odp cache */
+    }
     if (md->rcache != NULL) { /* the rcache and odp methods */
         return uct_ib_md_mem_reg_rcache(md, address, length, access, memh_p);
     }
@@ -134,6 +146,10 @@ ucs_status_t uct_ib_md_mem_dereg(uct_ib_md_t *md, uct_ib_mem_t *memh)
         uct_ib_error("uct_ib_md_mem_dereg: NULL %s",
                      (md == NULL) ? "md" : "memh");
         return UCS_ERR_INVALID_PARAM;
+    }
+    if (memh->implicit) { /* the md keeps its implicit MR until close */
+        free(memh);
+        return UCS_OK;
     }
     if (memh->method != UCT_IB_REG_METHOD_DIRECT) { /* a cache region */
         region = ucs_container_of(memh, uct_ib_rcache_region_t, memh);
