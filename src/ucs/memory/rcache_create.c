@@ -72,14 +72,15 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                                     const ucs_rcache_config_t *config,
                                     int explicit_prio, int explicit_purge)
 {
-    rcache->max_regions =
+    rcache->limits.max_regions =
         ucs_rcache_limit(params->max_regions, config->max_regions);
-    rcache->max_size = ucs_rcache_limit(params->max_size, config->max_size);
+    rcache->limits.max_size =
+        ucs_rcache_limit(params->max_size, config->max_size);
     /* under stock UCX, invalidated regions are deregistered at the next
      * cache operation, in the caller's thread, never on a thread of ours:
      * UCX's callbacks (UCP's mem_dereg, invalidation completions) are not
      * written to run elsewhere */
-    rcache->max_unreleased =
+    rcache->limits.max_unreleased =
         UCS_RCACHE_STOCK
             ? SIZE_MAX
             : ucs_rcache_limit(params->max_unreleased, config->max_unreleased);
@@ -144,9 +145,9 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     rcache->regpath_waiters = 0;
     rcache->regpath_wake    = 0;
     ucs_range_index_init(&rcache->index);
-    ucs_list_head_init(&rcache->lru);
-    ucs_list_head_init(&rcache->pending);
-    ucs_list_head_init(&rcache->orphans);
+    ucs_list_head_init(&rcache->limits.lru);
+    ucs_list_head_init(&rcache->limits.pending);
+    ucs_list_head_init(&rcache->limits.orphans);
     ucs_list_head_init(&rcache->fork.link);
     ucs_list_head_init(&rcache->pool);
     ucs_list_head_init(&rcache->spare);

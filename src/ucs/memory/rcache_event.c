@@ -68,7 +68,7 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         return; /* the interrupted owner applies it */
     }
     ucs_rcache_unmap_range_locked(rcache, start, end);
-    wake = (rcache->unreleased_size > rcache->max_unreleased) &&
+    wake = (rcache->limits.unreleased_size > rcache->limits.max_unreleased) &&
            ucs_rcache_atomic_load(&rcache->cleanup.running) &&
            !rcache->cleanup.wake_pending;
     if (wake) {

@@ -360,11 +360,11 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     ucs_rcache_atomic_store(&region->refcount, 2);
     ucs_rcache_region_priv(region)->leaf =
         ucs_range_index_insert(index, &region->super);
-    ucs_list_add_tail(&rcache->lru, &region->lru_list);
-    rcache->num_regions++;
-    rcache->total_size += ucs_rcache_region_size(region);
+    ucs_list_add_tail(&rcache->limits.lru, &region->lru_list);
+    rcache->limits.num_regions++;
+    rcache->limits.total_size += ucs_rcache_region_size(region);
     rcache->stats.misses++;
-    if (ucs_rcache_over_limits(rcache, 0, 0)) {
+    if (ucs_rcache_limits_over(&rcache->limits, 0, 0)) {
         /* room was made before the registration, unless the mappings had
          * to be read or the regions to evict were in use then */
         ucs_rcache_evict_locked(rcache, 0, dead);
@@ -427,7 +427,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_evict_room_locked(rcache, span.end - span.start, dead);
         }
         need     = ucs_range_index_insert_needs(&rcache->index);
-        nregions = rcache->num_regions + 1;
+        nregions = rcache->limits.num_regions + 1;
         recycled =
             (ucs_list_is_empty(&rcache->spare) && ucs_list_is_empty(dead))
                 ? ucs_rcache_pool_pop_locked(rcache)
@@ -443,7 +443,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         }
         if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
             /* said why; the next operations purge instead */
-            rcache->max_unreleased = SIZE_MAX;
+            rcache->limits.max_unreleased = SIZE_MAX;
         }
 
         if (!prot_ok &&

@@ -52,6 +52,7 @@
 #include "rcache_deferred.h"
 #include "rcache_fork.h"
 #include "rcache_inflight.h"
+#include "rcache_limits.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
 
@@ -67,7 +68,7 @@
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK                                        \
     UCS_BIT(6) /* pages counted MADV_DONTFORK */
-#define UCS_RCACHE_REGION_FLAG_IN_LRU UCS_BIT(7) /* on rcache->lru */
+#define UCS_RCACHE_REGION_FLAG_IN_LRU UCS_BIT(7) /* on limits.lru */
 
 /* UCX_RCACHE_DONTFORK values */
 enum {
@@ -195,15 +196,11 @@ struct ucs_rcache {
     ucs_rcache_deferred_t deferred;              /* rcache_deferred.h */
     uint32_t regpath_owned;                      /* (lock) a thread owns the
                                                     registration path (rcache_lock.c) */
-    uint32_t regpath_waiters; /* (lock) threads waiting for it */
-    uint32_t regpath_wake;    /* futex word, bumped (lock) when the
-                                 path is given back to waiters */
-    ucs_range_index_t index;  /* valid regions and tombstones */
-    ucs_list_link_t lru;      /* valid regions, least recent first */
-    ucs_list_link_t pending;  /* tombstones still in the index */
-    ucs_list_link_t orphans;  /* out of the index, last lease
-                                 dropped under the lock: release */
-    size_t unreleased_size;   /* bytes of pending tombstones */
+    uint32_t regpath_waiters;   /* (lock) threads waiting for it */
+    uint32_t regpath_wake;      /* futex word, bumped (lock) when the
+                                   path is given back to waiters */
+    ucs_range_index_t index;    /* valid regions and tombstones */
+    ucs_rcache_limits_t limits; /* rcache_limits.h */
     struct {
         pthread_t thread;
         int efd;                    /* eventfd the thread reads */
@@ -212,8 +209,6 @@ struct ucs_rcache {
         int stop;                   /* atomic */
         int wake_pending;           /* atomic */
     } cleanup;                      /* rcache_cleanup.c */
-    unsigned long num_regions;      /* valid regions in the index */
-    size_t total_size;              /* their bytes */
     unsigned long live_regions;     /* allocated, not yet freed (lock) */
     ucs_rcache_inflight_t inflight; /* rcache_inflight.h */
     struct {
@@ -231,9 +226,6 @@ struct ucs_rcache {
                                only if it did not change since */
     ucs_rcache_fork_t fork; /* rcache_fork.h */
     ucs_rcache_params_t params;
-    unsigned long max_regions; /* effective limits */
-    size_t max_size;
-    size_t max_unreleased;
     int dontfork;              /* mark registered pages MADV_DONTFORK */
     int events;                /* registered ucm events */
     ucs_rcache_uffd_t uffd;    /* rcache_uffd.h */
@@ -504,16 +496,6 @@ static inline void ucs_rcache_regpath_give_unlock(ucs_rcache_t *rcache)
     }
 }
 
-/* Whether the cache is over its limits with room made for extra_regions
- * more regions of extra_size bytes. */
-static inline int ucs_rcache_over_limits(ucs_rcache_t *rcache,
-                                         unsigned long extra_regions,
-                                         size_t extra_size)
-{
-    return (rcache->num_regions + extra_regions > rcache->max_regions) ||
-           (rcache->total_size + extra_size > rcache->max_size);
-}
-
 /* The calls of the miss path that usually have nothing to do, with that
  * test inline (the work stays out of line in the files named above). */
 static inline void ucs_rcache_purge_locked(ucs_rcache_t *rcache,
@@ -553,7 +535,7 @@ static inline void ucs_rcache_pfn_release(ucs_rcache_t *rcache,
  * has none running yet (registration path owned). */
 static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
 {
-    if ((rcache->max_unreleased == SIZE_MAX) ||
+    if ((rcache->limits.max_unreleased == SIZE_MAX) ||
         (rcache->cleanup.running &&
          (rcache->cleanup.fork_gen == rcache->fork.gen))) {
         return UCS_OK;

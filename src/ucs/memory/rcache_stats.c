@@ -18,9 +18,9 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
     }
     ucs_rcache_lock(rcache);
     tmp            = rcache->stats;
-    tmp.regions    = rcache->num_regions;
-    tmp.total_size = rcache->total_size;
-    tmp.unreleased = rcache->unreleased_size;
+    tmp.regions    = rcache->limits.num_regions;
+    tmp.total_size = rcache->limits.total_size;
+    tmp.unreleased = rcache->limits.unreleased_size;
     ucs_rcache_unlock(rcache);
     hits = __atomic_load_n(&rcache->hits_fast_shared, __ATOMIC_RELAXED);
     for (i = 0; i < UCS_RCACHE_SLOTS; ++i) {
