@@ -51,7 +51,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
          region = (ucs_rcache_region_t *)ucs_range_index_next(index, &iter)) {
         if (!(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
             ucs_rcache_region_tombstone_locked(rcache, region);
-            rcache->stats.unmap_invalidations++;
+            rcache->stats.counts.unmap_invalidations++;
         }
     }
     ucs_rcache_inflight_unmap_locked(&rcache->inflight, start, end);

@@ -282,7 +282,7 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
             (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
     } else {
         ucs_rcache_lock(rcache);
-        rcache->stats.reg_failures++;
+        rcache->stats.counts.reg_failures++;
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
         ucs_rcache_unlock(rcache);
     }
@@ -351,7 +351,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
         ucs_rcache_region_drop_locked(rcache, old, dead);
         merged = 1;
     }
-    rcache->stats.merges += merged;
+    rcache->stats.counts.merges += merged;
 
     region->flags |=
         UCS_RCACHE_REGION_FLAG_PGTABLE | UCS_RCACHE_REGION_FLAG_IN_LRU;
@@ -363,7 +363,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     ucs_list_add_tail(&rcache->limits.lru, &region->lru_list);
     rcache->limits.num_regions++;
     rcache->limits.total_size += ucs_rcache_region_size(region);
-    rcache->stats.misses++;
+    rcache->stats.counts.misses++;
     if (ucs_rcache_limits_over(&rcache->limits, 0, 0)) {
         /* room was made before the registration, unless the mappings had
          * to be read or the regions to evict were in use then */
@@ -405,13 +405,13 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         ucs_rcache_lock(rcache);
         if (retries == 0) {
             ucs_rcache_regpath_take_locked(rcache);
-            rcache->stats.gets++;
+            rcache->stats.counts.gets++;
         }
         ucs_rcache_purge_locked(rcache, dead);
         region = ucs_rcache_lookup_merge_locked(rcache, &span);
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
-            rcache->stats.hits_slow++;
+            rcache->stats.counts.hits_slow++;
             ucs_rcache_unlock_give_if_done(rcache, dead, owned);
             *region_p = region;
             return UCS_OK;
@@ -486,7 +486,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
 
         ucs_rcache_lock(rcache);
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
-        rcache->stats.regs++;
+        rcache->stats.counts.regs++;
         ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->unmaps);
         if (!ucs_rcache_inflight_invalidated_locked(&rcache->inflight)) {
             ucs_rcache_purge_locked(rcache, dead);

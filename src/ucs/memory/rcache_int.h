@@ -53,6 +53,7 @@
 #include "rcache_fork.h"
 #include "rcache_inflight.h"
 #include "rcache_limits.h"
+#include "rcache_stats.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
 
@@ -226,20 +227,16 @@ struct ucs_rcache {
                                only if it did not change since */
     ucs_rcache_fork_t fork; /* rcache_fork.h */
     ucs_rcache_params_t params;
-    int dontfork;              /* mark registered pages MADV_DONTFORK */
-    int events;                /* registered ucm events */
-    ucs_rcache_uffd_t uffd;    /* rcache_uffd.h */
-    ucs_rcache_stats_t stats;  /* under lock, or atomic where noted */
-    ucs_list_link_t pool;      /* free regions (tmp_list) */
-    ucs_list_link_t spare;     /* free regions the registration path
-                                  released itself and reuses first
-                                  (registration path; still in live_regions) */
-    unsigned long spare_count; /* (registration path) */
-    uint64_t path_deregs;      /* mem_dereg calls of the registration
-                                  path (registration path; read atomic), not
-                                  in stats.deregs */
-    void *slabs;               /* region blocks, see rcache_get.c */
-    uint64_t hits_fast_shared; /* atomic, threads without slot */
+    int dontfork;                /* mark registered pages MADV_DONTFORK */
+    int events;                  /* registered ucm events */
+    ucs_rcache_uffd_t uffd;      /* rcache_uffd.h */
+    ucs_rcache_counters_t stats; /* rcache_stats.h */
+    ucs_list_link_t pool;        /* free regions (tmp_list) */
+    ucs_list_link_t spare;       /* free regions the registration path
+                                    released itself and reuses first
+                                    (registration path; still in live_regions) */
+    unsigned long spare_count;   /* (registration path) */
+    void *slabs;                 /* region blocks, see rcache_get.c */
     ucs_rcache_slot_t slots[UCS_RCACHE_SLOTS];
     char name[64];
 };

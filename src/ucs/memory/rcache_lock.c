@@ -41,7 +41,7 @@ static void ucs_rcache_deferred_unmap(void *arg, ucs_pgt_addr_t start,
 /* Apply the deferred ranges (lock held). */
 static void ucs_rcache_deferred_apply(ucs_rcache_t *rcache)
 {
-    rcache->stats.deferred_unmaps += ucs_rcache_deferred_drain(
+    rcache->stats.counts.deferred_unmaps += ucs_rcache_deferred_drain(
         &rcache->deferred, ucs_rcache_deferred_unmap, rcache);
 }
 
@@ -95,7 +95,7 @@ void ucs_rcache_regpath_wait_locked(ucs_rcache_t *rcache)
     uint32_t seen;
 
     ucs_rcache_assert_locked(rcache);
-    rcache->stats.reg_waits += (rcache->regpath_owned != 0);
+    rcache->stats.counts.reg_waits += (rcache->regpath_owned != 0);
     while (rcache->regpath_owned) {
         ++rcache->regpath_waiters;
         seen = __atomic_load_n(&rcache->regpath_wake, __ATOMIC_RELAXED);

@@ -129,7 +129,7 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
             continue;
         }
         ucs_rcache_region_drop_inline(rcache, region, dead);
-        rcache->stats.evictions++;
+        rcache->stats.counts.evictions++;
     }
     if (!force &&
         (rcache->limits.num_regions + extra_regions + 1 >
@@ -209,7 +209,7 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
     /* type-stable: lock-free lookups may still read this memory */
     ucs_rcache_lock(rcache);
     ucs_list_add_tail(&rcache->pool, &region->tmp_list);
-    ucs_rcache_atomic_add(&rcache->stats.deregs, dereg);
+    ucs_rcache_atomic_add(&rcache->stats.counts.deregs, dereg);
     --rcache->live_regions;
     ucs_rcache_unlock(rcache);
 }
@@ -227,7 +227,7 @@ void ucs_rcache_regions_release_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
     /* all of them back to the pool in one section */
     ucs_rcache_lock(rcache);
     ucs_list_splice_tail(&rcache->pool, dead);
-    ucs_rcache_atomic_add(&rcache->stats.deregs, deregs);
+    ucs_rcache_atomic_add(&rcache->stats.counts.deregs, deregs);
     rcache->live_regions -= count;
     ucs_rcache_unlock(rcache);
 }
@@ -250,8 +250,8 @@ void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
         ++rcache->spare_count;
     }
     /* the path's own count: one writer, no locked instruction */
-    __atomic_store_n(&rcache->path_deregs, rcache->path_deregs + deregs,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&rcache->stats.path_deregs,
+                     rcache->stats.path_deregs + deregs, __ATOMIC_RELAXED);
 }
 
 void ucs_rcache_purge(ucs_rcache_t *rcache)
