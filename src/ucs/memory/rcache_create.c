@@ -141,9 +141,7 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    rcache->regpath_owned   = 0;
-    rcache->regpath_waiters = 0;
-    rcache->regpath_wake    = 0;
+    ucs_rcache_regpath_init(&rcache->regpath);
     ucs_range_index_init(&rcache->index);
     ucs_list_head_init(&rcache->limits.lru);
     ucs_list_head_init(&rcache->limits.pending);

@@ -16,7 +16,7 @@
  *    the thread that holds it: it then records the range (deferred) and the
  *    owner applies it before unlocking; lock-free hits see deferred ranges
  *    and take the locked path meanwhile.
- *  - the registration path (regpath_*, rcache_lock.c): one thread at a
+ *  - the registration path (regpath, rcache_regpath.h): one thread at a
  *    time runs a miss; user ops may run while it is owned, waiters sleep;
  *    neither lookups nor the unmap handler take it.  A flag under the
  *    spinlock: a miss takes it in its first locked section and usually
@@ -53,6 +53,7 @@
 #include "rcache_fork.h"
 #include "rcache_inflight.h"
 #include "rcache_limits.h"
+#include "rcache_regpath.h"
 #include "rcache_stats.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
@@ -195,11 +196,7 @@ struct ucs_rcache {
     uintptr_t lock __attribute__((aligned(64))); /* owner
                               (ucs_rcache_self()), 0: free */
     ucs_rcache_deferred_t deferred;              /* rcache_deferred.h */
-    uint32_t regpath_owned;                      /* (lock) a thread owns the
-                                                    registration path (rcache_lock.c) */
-    uint32_t regpath_waiters;   /* (lock) threads waiting for it */
-    uint32_t regpath_wake;      /* futex word, bumped (lock) when the
-                                   path is given back to waiters */
+    ucs_rcache_regpath_t regpath;                /* rcache_regpath.h */
     ucs_range_index_t index;    /* valid regions and tombstones */
     ucs_rcache_limits_t limits; /* rcache_limits.h */
     struct {
@@ -392,16 +389,6 @@ void ucs_rcache_assert_owner(ucs_rcache_t *rcache, const char *func);
 #define ucs_rcache_assert_locked(_rcache) ((void)(_rcache))
 #endif
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
-/* The registration path: owned by one thread at a time (not for hook
- * context: waiting for it sleeps).  Fork handlers acquire it in prepare; a
- * child starts it free.
- * take_locked: with the lock held (let go while it waits); give_unlock
- * (rcache_int.h): with the lock held, gives the path back, lets the lock
- * go and wakes the waiters. */
-void ucs_rcache_regpath_acquire(ucs_rcache_t *rcache);
-void ucs_rcache_regpath_release(ucs_rcache_t *rcache);
-void ucs_rcache_regpath_wait_locked(ucs_rcache_t *rcache);
-void ucs_rcache_regpath_wake(ucs_rcache_t *rcache);
 /* Hook context: take the lock, or (owner interrupted) defer the range.
  * Returns 1 if the lock is now held. */
 int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
@@ -470,21 +457,23 @@ static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
     return region->super.end - region->super.start;
 }
 
+/* The registration path's inline steps (rcache_regpath.h): they need the
+ * whole cache (its lock). */
 static inline void ucs_rcache_regpath_take_locked(ucs_rcache_t *rcache)
 {
-    if (ucs_unlikely(rcache->regpath_owned)) {
+    if (ucs_unlikely(rcache->regpath.owned)) {
         ucs_rcache_regpath_wait_locked(rcache);
     }
-    rcache->regpath_owned = 1;
+    rcache->regpath.owned = 1;
 }
 
 static inline void ucs_rcache_regpath_give_unlock(ucs_rcache_t *rcache)
 {
-    int wake = (rcache->regpath_waiters != 0);
+    int wake = (rcache->regpath.waiters != 0);
 
-    rcache->regpath_owned = 0;
+    rcache->regpath.owned = 0;
     if (wake) {
-        __atomic_store_n(&rcache->regpath_wake, rcache->regpath_wake + 1,
+        __atomic_store_n(&rcache->regpath.wake, rcache->regpath.wake + 1,
                          __ATOMIC_RELAXED);
     }
     ucs_rcache_unlock(rcache);
