@@ -44,7 +44,7 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_range_index_iter_t iter;
 
     ucs_rcache_assert_locked(rcache);
-    ++rcache->unmaps;
+    ++rcache->maps.unmaps;
     for (region =
              (ucs_rcache_region_t *)ucs_range_index_lower(index, start, &iter);
          (region != NULL) && (region->super.start < end);

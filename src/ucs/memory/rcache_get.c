@@ -434,7 +434,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
                 : NULL;
         ucs_rcache_inflight_set_locked(&rcache->inflight, span.start, span.end);
         ucs_rcache_uffd_span_check_locked(&rcache->uffd, span.start, span.end,
-                                          rcache->unmaps);
+                                          rcache->maps.unmaps);
         ucs_rcache_unlock(rcache);
 
         ucs_rcache_regions_recycle(rcache, dead);
@@ -487,7 +487,7 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         ucs_rcache_lock(rcache);
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
         rcache->stats.counts.regs++;
-        ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->unmaps);
+        ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->maps.unmaps);
         if (!ucs_rcache_inflight_invalidated_locked(&rcache->inflight)) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);

@@ -53,13 +53,11 @@
 #include "rcache_fork.h"
 #include "rcache_inflight.h"
 #include "rcache_limits.h"
+#include "rcache_prot.h"
 #include "rcache_regpath.h"
 #include "rcache_stats.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
-
-/* Mappings remembered from /proc/self/maps. */
-#define UCS_RCACHE_MAPS_CACHE 64
 
 /* Regions are carved from blocks of this many (once the cache holds a
  * huge page of regions: blocks of a huge page), freed at destroy. */
@@ -209,20 +207,8 @@ struct ucs_rcache {
     } cleanup;                      /* rcache_cleanup.c */
     unsigned long live_regions;     /* allocated, not yet freed (lock) */
     ucs_rcache_inflight_t inflight; /* rcache_inflight.h */
-    struct {
-        struct {
-            ucs_pgt_addr_t start, end; /* end == 0: dropped */
-            int prot;
-        } entries[UCS_RCACHE_MAPS_CACHE];
-        unsigned count;     /* sorted by start */
-        unsigned last;      /* the entry that last covered a
-                               whole range (tried first) */
-    } maps;                 /* last /proc/self/maps snapshot */
-    unsigned long unmaps;   /* unmap events handled (lock): what
-                               was learnt of the mappings outside
-                               the lock (maps, uffd_span) is kept
-                               only if it did not change since */
-    ucs_rcache_fork_t fork; /* rcache_fork.h */
+    ucs_rcache_maps_t maps;         /* rcache_prot.h */
+    ucs_rcache_fork_t fork;         /* rcache_fork.h */
     ucs_rcache_params_t params;
     int dontfork;                /* mark registered pages MADV_DONTFORK */
     int events;                  /* registered ucm events */
@@ -249,17 +235,6 @@ struct ucs_rcache {
  * then UCS_ERR_INVALID_PARAM.  explicit_* tell whether a variable was set. */
 ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
                                     int *explicit_prio, int *explicit_purge);
-
-/* rcache_prot.c: is [start, end) mapped with at least prot?  Uses and fills
- * rcache->maps (takes rcache->lock briefly).  No lock held by the caller. */
-/* Drop remembered mappings intersecting [start, end) (hook context). */
-void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                                   ucs_pgt_addr_t end);
-int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                          ucs_pgt_addr_t end, int prot);
-/* Same, from the remembered mappings only (0: unknown); needs the lock. */
-int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                                  ucs_pgt_addr_t end, int prot);
 
 /* The system page size, set by the first ucs_rcache_create() (before any
  * handler of a cache is installed, so hook context reads it set). */
