@@ -49,6 +49,7 @@
 #include <ucs/debug/ucs_log.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
+#include "rcache_cleanup.h"
 #include "rcache_deferred.h"
 #include "rcache_fork.h"
 #include "rcache_inflight.h"
@@ -195,16 +196,9 @@ struct ucs_rcache {
                               (ucs_rcache_self()), 0: free */
     ucs_rcache_deferred_t deferred;              /* rcache_deferred.h */
     ucs_rcache_regpath_t regpath;                /* rcache_regpath.h */
-    ucs_range_index_t index;    /* valid regions and tombstones */
-    ucs_rcache_limits_t limits; /* rcache_limits.h */
-    struct {
-        pthread_t thread;
-        int efd;                    /* eventfd the thread reads */
-        unsigned fork_gen;          /* started in this generation */
-        int running;                /* atomic */
-        int stop;                   /* atomic */
-        int wake_pending;           /* atomic */
-    } cleanup;                      /* rcache_cleanup.c */
+    ucs_range_index_t index;        /* valid regions and tombstones */
+    ucs_rcache_limits_t limits;     /* rcache_limits.h */
+    ucs_rcache_cleanup_t cleanup;   /* rcache_cleanup.h */
     unsigned long live_regions;     /* allocated, not yet freed (lock) */
     ucs_rcache_inflight_t inflight; /* rcache_inflight.h */
     ucs_rcache_maps_t maps;         /* rcache_prot.h */
@@ -330,12 +324,6 @@ void ucs_rcache_hints_free(ucs_rcache_t *rcache);
 #define UCS_RCACHE_HUGE_PAGE (2ul << 20)
 void *ucs_rcache_huge_alloc(size_t head, size_t size);
 void ucs_rcache_huge_free(void *block, size_t head, size_t size);
-
-/* rcache_cleanup.c: start (registration path owned; again in a forked
- * child), wake (hook context: one write), stop (destroy). */
-ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache);
-void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
-void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
 
 /* rcache_slot.c: a slot for this thread (first call), or NULL: none. */
 ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache);
@@ -492,8 +480,8 @@ static inline void ucs_rcache_pfn_release(ucs_rcache_t *rcache,
     }
 }
 
-/* The cleanup thread, when MAX_UNRELEASED asks for one and this process
- * has none running yet (registration path owned). */
+/* The cleanup thread (rcache_cleanup.h), when MAX_UNRELEASED asks for one
+ * and this process has none running yet (registration path owned). */
 static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
 {
     if ((rcache->limits.max_unreleased == SIZE_MAX) ||
