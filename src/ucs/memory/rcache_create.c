@@ -147,8 +147,8 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     ucs_list_head_init(&rcache->limits.pending);
     ucs_list_head_init(&rcache->limits.orphans);
     ucs_list_head_init(&rcache->fork.link);
-    ucs_list_head_init(&rcache->pool);
-    ucs_list_head_init(&rcache->spare);
+    ucs_list_head_init(&rcache->pool.free_list);
+    ucs_list_head_init(&rcache->pool.spare);
     status = ucs_rcache_hints_init(rcache);
     if (status != UCS_OK) {
         goto err_free;
@@ -227,15 +227,15 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_leases_drop_all_locked(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
-    ucs_list_splice_tail(&rcache->pool, &rcache->spare);
-    rcache->live_regions -= rcache->spare_count;
-    rcache->spare_count = 0;
+    ucs_list_splice_tail(&rcache->pool.free_list, &rcache->pool.spare);
+    rcache->pool.live_regions -= rcache->pool.spare_count;
+    rcache->pool.spare_count = 0;
     ucs_rcache_unlock(rcache);
     ucs_rcache_regpath_release(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 
     ucs_rcache_lock(rcache);
-    held = rcache->live_regions;
+    held = rcache->pool.live_regions;
     ucs_rcache_unlock(rcache);
     ucs_rcache_stock_destroying(rcache);
     if (held != 0) {

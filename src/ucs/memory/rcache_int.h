@@ -54,15 +54,12 @@
 #include "rcache_fork.h"
 #include "rcache_inflight.h"
 #include "rcache_limits.h"
+#include "rcache_pool.h"
 #include "rcache_prot.h"
 #include "rcache_regpath.h"
 #include "rcache_stats.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
-
-/* Regions are carved from blocks of this many (once the cache holds a
- * huge page of regions: blocks of a huge page), freed at destroy. */
-#define UCS_RCACHE_SLAB_REGIONS 64
 
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*), written under
  * the lock or before the region is in the index. */
@@ -199,7 +196,6 @@ struct ucs_rcache {
     ucs_range_index_t index;        /* valid regions and tombstones */
     ucs_rcache_limits_t limits;     /* rcache_limits.h */
     ucs_rcache_cleanup_t cleanup;   /* rcache_cleanup.h */
-    unsigned long live_regions;     /* allocated, not yet freed (lock) */
     ucs_rcache_inflight_t inflight; /* rcache_inflight.h */
     ucs_rcache_maps_t maps;         /* rcache_prot.h */
     ucs_rcache_fork_t fork;         /* rcache_fork.h */
@@ -208,12 +204,7 @@ struct ucs_rcache {
     int events;                  /* registered ucm events */
     ucs_rcache_uffd_t uffd;      /* rcache_uffd.h */
     ucs_rcache_counters_t stats; /* rcache_stats.h */
-    ucs_list_link_t pool;        /* free regions (tmp_list) */
-    ucs_list_link_t spare;       /* free regions the registration path
-                                    released itself and reuses first
-                                    (registration path; still in live_regions) */
-    unsigned long spare_count;   /* (registration path) */
-    void *slabs;                 /* region blocks, see rcache_get.c */
+    ucs_rcache_pool_t pool;      /* rcache_pool.h */
     ucs_rcache_slot_t slots[UCS_RCACHE_SLOTS];
     char name[64];
 };
@@ -283,7 +274,6 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
 void ucs_rcache_purge(ucs_rcache_t *rcache);
 
 /* rcache_get.c */
-void ucs_rcache_slabs_free(ucs_rcache_t *rcache);
 ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                  ucs_pgt_addr_t end, int prot, void *arg,
                                  ucs_rcache_region_t **region_p);

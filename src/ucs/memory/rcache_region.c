@@ -208,9 +208,9 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
 
     /* type-stable: lock-free lookups may still read this memory */
     ucs_rcache_lock(rcache);
-    ucs_list_add_tail(&rcache->pool, &region->tmp_list);
+    ucs_list_add_tail(&rcache->pool.free_list, &region->tmp_list);
     ucs_rcache_atomic_add(&rcache->stats.counts.deregs, dereg);
-    --rcache->live_regions;
+    --rcache->pool.live_regions;
     ucs_rcache_unlock(rcache);
 }
 
@@ -226,9 +226,9 @@ void ucs_rcache_regions_release_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
     }
     /* all of them back to the pool in one section */
     ucs_rcache_lock(rcache);
-    ucs_list_splice_tail(&rcache->pool, dead);
+    ucs_list_splice_tail(&rcache->pool.free_list, dead);
     ucs_rcache_atomic_add(&rcache->stats.counts.deregs, deregs);
-    rcache->live_regions -= count;
+    rcache->pool.live_regions -= count;
     ucs_rcache_unlock(rcache);
 }
 
@@ -246,8 +246,8 @@ void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
         }
         ucs_list_del(link);
         deregs += ucs_rcache_region_finish(rcache, region);
-        ucs_list_add_tail(&rcache->spare, link);
-        ++rcache->spare_count;
+        ucs_list_add_tail(&rcache->pool.spare, link);
+        ++rcache->pool.spare_count;
     }
     /* the path's own count: one writer, no locked instruction */
     __atomic_store_n(&rcache->stats.path_deregs,
