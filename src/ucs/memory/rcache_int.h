@@ -1,40 +1,41 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Registration cache internals shared by the rcache_*.c files.  Parts of
- * the cache's state with a header of their own (a struct, its contract
- * and the only functions that write it): rcache_uffd.h (userfaultfd
- * span), rcache_deferred.h (unmaps seen by the lock owner's own signal
- * handlers), rcache_inflight.h (the registration running outside the
- * lock), rcache_fork.h (fork generation and the list of caches);
- * range_index.h (the index).
+ * Registration cache internals shared by the rcache_*.c files: struct
+ * ucs_rcache, the region's private fields and what has no header of its
+ * own.  Each part of the cache's state has a header with its struct, the
+ * lock that guards each field, who writes it, and its functions:
+ *  - the hot line (hot, below; offsets fixed, internals-stock-abi.md);
+ *  - index and hints: range_index.h, rcache_hints.h (lookups);
+ *  - leases and slots: rcache_slot.h;
+ *  - region memory (free and spare lists, slabs): rcache_pool.h;
+ *  - registration path: rcache_regpath.h; the registration in flight:
+ *    rcache_inflight.h;
+ *  - limits, LRU and tombstones: rcache_limits.h;
+ *  - unmaps seen by the lock owner's own signal handlers (deferred
+ *    ranges): rcache_deferred.h;
+ *  - the mappings snapshot and the unmap count: rcache_prot.h;
+ *  - userfaultfd span: rcache_uffd.h;
+ *  - fork: rcache_fork.h;
+ *  - the cleanup thread: rcache_cleanup.h;
+ *  - statistics: rcache_stats.h.
+ * Inline helpers that need the whole cache are at the end of this file.
  *
  * Locking (see rcache.h for the public contract):
- *  - lock (spinlock with an owner): index, LRU, pending list, counters,
- *    in-flight registration, maps cache.  Held only for short sections
- *    that never allocate, free, log or call user ops.  The unmap handler
- *    (hook context) takes it, except when it runs in a signal handler of
- *    the thread that holds it: it then records the range (deferred) and the
- *    owner applies it before unlocking; lock-free hits see deferred ranges
- *    and take the locked path meanwhile.
+ *  - lock (spinlock with an owner): index, limits (LRU, tombstones),
+ *    counters, in-flight registration, mappings snapshot.  Held only for
+ *    short sections that never allocate, free, log or call user ops.
+ *    The unmap handler (hook context) takes it, except when it runs in a
+ *    signal handler of the thread that holds it: it then records the
+ *    range (deferred) and the owner applies it before unlocking; lock-free
+ *    hits see deferred ranges and take the locked path meanwhile.
  *  - the registration path (regpath, rcache_regpath.h): one thread at a
  *    time runs a miss; user ops may run while it is owned, waiters sleep;
  *    neither lookups nor the unmap handler take it.  A flag under the
  *    spinlock: a miss takes it in its first locked section and usually
  *    gives it back in its last one.
  *  - refcount: atomic; the index holds one reference.
- *  - leases (rcache_slot.c, biased reference counting): a thread that hits
- *    the same region twice in a row leases it: UCS_RCACHE_LEASE_BIAS is
- *    added to its refcount once, and the thread's own gets and puts of it
- *    then count in its slot (slot->local, plain stores: one writer) instead
- *    of the shared refcount.  refcount - BIAS + local is the number of
- *    references; a leased region is never released, recycled or evicted.
- *    The lease goes (bias removed, local folded in) when the owner's get
- *    of its range or its put finds it invalid, at the owner's periodic
- *    check (UCS_RCACHE_LEASE_CHECK), when a new lease replaces it, at
- *    thread exit, at destroy and in a forked child; so an invalidated
- *    region the owner does not hold is deregistered within the owner's
- *    next UCS_RCACHE_LEASE_CHECK calls on the cache, not before.
- *    Not async-signal-safe (the unmap handler is).
+ *  - leases (rcache_slot.h): a thread's own gets and puts of a region it
+ *    leased count in its slot instead of the shared refcount.
  *  - hits take no lock: the thread's lease, else a candidate (the page's
  *    hint, else a racy index lookup), then a reference taken only from a
  *    non-zero count, then validation of the region (in the index, not
@@ -52,11 +53,13 @@
 #include "rcache_cleanup.h"
 #include "rcache_deferred.h"
 #include "rcache_fork.h"
+#include "rcache_hints.h"
 #include "rcache_inflight.h"
 #include "rcache_limits.h"
 #include "rcache_pool.h"
 #include "rcache_prot.h"
 #include "rcache_regpath.h"
+#include "rcache_slot.h"
 #include "rcache_stats.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
@@ -105,32 +108,6 @@ ucs_rcache_region_priv(ucs_rcache_region_t *region)
 /* Most page frames recorded per region. */
 #define UCS_RCACHE_PFN_MAX UINT16_MAX
 
-/* Per-thread slots (rcache_slot.c): threads beyond UCS_RCACHE_SLOTS run
- * without one (atomic references, hits counted in hits_fast_shared).  A
- * slot is written only by the thread that has its number, except under
- * the lock at thread exit, destroy and in a forked child.  Every fast hit
- * is also a get. */
-#define UCS_RCACHE_SLOTS      64
-#define UCS_RCACHE_NO_SLOT    (~0u)
-#define UCS_RCACHE_LEASE_BIAS (1u << 30)
-typedef struct ucs_rcache_slot {
-    ucs_rcache_region_t *lease; /* leased region, or NULL */
-    uint32_t local;             /* references counted here, not in it */
-    ucs_rcache_region_t *last;  /* last hit (compared, never read) */
-    ucs_rcache_region_t *stale; /* a held candidate that failed
-                                   validation, on its way back */
-    uint64_t hits_fast;         /* read by stats without the owner */
-    ucs_pgt_addr_t lease_start, lease_end; /* its range (end 0: none) */
-} __attribute__((aligned(64))) ucs_rcache_slot_t;
-
-/* A lease whose range is not asked for is checked (dropped if invalid)
- * every this many hits of its thread that go past it. */
-#define UCS_RCACHE_LEASE_CHECK 16
-
-/* slot number + 1 of this thread, 0: not assigned, else none */
-extern __thread unsigned ucs_rcache_tid
-    __attribute__((tls_model("initial-exec")));
-
 typedef struct ucs_rcache_comp {
     struct ucs_rcache_comp *next;
     ucs_rcache_invalidate_comp_func_t cb;
@@ -147,27 +124,6 @@ typedef struct ucs_rcache_config {
     unsigned check_pfn; /* pages to check on hits, 0: off */
     int dontfork;       /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
-
-/* Lookup hints (rcache.c, sized in rcache_hints.c): a direct-mapped table
- * from a request's first page to the region that last answered it from the
- * index.  Indexed by the page number itself, its higher bits folded in:
- * neighbouring pages use neighbouring entries, so regions laid out densely
- * do not collide.  At least UCS_RCACHE_HINTS_PER_REGION entries per region
- * in the index (grown by the registration path up to
- * 2^UCS_RCACHE_HINTS_MAX_SHIFT; 8 bytes each, see internals-rcache.md for
- * the trade against memory per region); a grown table
- * starts empty and the old one is retired, freed at destroy (lookups may
- * still read it).  Entries are read and written without a lock: an entry
- * is only a candidate, validated like the index's answer. */
-#define UCS_RCACHE_HINTS_PER_REGION 1
-#define UCS_RCACHE_HINTS_MIN_SHIFT  16
-#define UCS_RCACHE_HINTS_MAX_SHIFT  24
-typedef struct ucs_rcache_hints {
-    unsigned long mask;               /* entries - 1 */
-    unsigned shift;                   /* log2(entries) */
-    struct ucs_rcache_hints *retired; /* the tables it replaced */
-    ucs_rcache_region_t *entry[];
-} ucs_rcache_hints_t;
 
 struct ucs_rcache {
     /* read by every hit, written at create and (pending_count) when an
@@ -297,13 +253,6 @@ ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 unsigned long ucs_rcache_dontfork_pages(void);
 
-/* rcache_hints.c: the first table (create), a larger one if regions
- * need it (registration path owned, not the spinlock; on no
- * memory the table stays), all tables (destroy). */
-ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache);
-void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions);
-void ucs_rcache_hints_free(ucs_rcache_t *rcache);
-
 /* rcache_huge.c: a block of head + size bytes whose byte head is aligned
  * to UCS_RCACHE_HUGE_PAGE, mapped by the system (zeroed, no page touched
  * yet), the size bytes from there advised onto transparent huge pages (the
@@ -314,21 +263,6 @@ void ucs_rcache_hints_free(ucs_rcache_t *rcache);
 #define UCS_RCACHE_HUGE_PAGE (2ul << 20)
 void *ucs_rcache_huge_alloc(size_t head, size_t size);
 void ucs_rcache_huge_free(void *block, size_t head, size_t size);
-
-/* rcache_slot.c: a slot for this thread (first call), or NULL: none. */
-ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache);
-/* region is held by the caller (one reference): that reference becomes the
- * slot's first local hold of a new lease; the old lease is dropped.  No
- * lock held; the slot is the caller's. */
-void ucs_rcache_lease_take(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                           ucs_rcache_region_t *region);
-/* Drop the slot's lease (if any); the region is released if that was its
- * last reference.  No lock held; the slot is the caller's. */
-void ucs_rcache_lease_drop(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot);
-/* Same under the lock (a region left unreferenced goes to orphans). */
-void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache,
-                                  ucs_rcache_slot_t *slot);
-void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache);
 
 /* rcache_lock.c */
 void ucs_rcache_lock(ucs_rcache_t *rcache);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-thread slots of the registration cache and the leases they hold
- * (biased reference counting, see "leases" in rcache_int.h).
+ * (biased reference counting, see "leases" in rcache_slot.h).
  *
  * A thread gets a process-wide slot number at its first cache call (one of
  * UCS_RCACHE_SLOTS; later threads run without one, on atomics only) and
