@@ -51,7 +51,8 @@ static inline void ucs_rcache_count_hit(ucs_rcache_t *rcache,
         __atomic_store_n(&slot->hits_fast, slot->hits_fast + 1,
                          __ATOMIC_RELAXED);
     } else {
-        __atomic_fetch_add(&rcache->hits_fast_shared, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&rcache->stats.hits_fast_shared, 1,
+                           __ATOMIC_RELAXED);
     }
 }
 
@@ -569,7 +570,7 @@ void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
     }
     if (region->flags & UCS_RCACHE_REGION_FLAG_PGTABLE) {
         ucs_rcache_region_tombstone_locked(rcache, region);
-        rcache->stats.invalidations++;
+        rcache->stats.counts.invalidations++;
     }
     ucs_rcache_unlock(rcache);
     ucs_rcache_purge(rcache);

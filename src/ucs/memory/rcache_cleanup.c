@@ -43,7 +43,7 @@ static void *ucs_rcache_cleanup_thread(void *arg)
         }
         ucs_rcache_atomic_store(&rcache->cleanup.wake_pending, 0);
         ucs_rcache_purge(rcache);
-        ucs_rcache_atomic_add(&rcache->stats.cleanups, 1);
+        ucs_rcache_atomic_add(&rcache->stats.counts.cleanups, 1);
     }
     return NULL;
 }

@@ -72,14 +72,15 @@ static void ucs_rcache_apply_config(ucs_rcache_t *rcache,
                                     const ucs_rcache_config_t *config,
                                     int explicit_prio, int explicit_purge)
 {
-    rcache->max_regions =
+    rcache->limits.max_regions =
         ucs_rcache_limit(params->max_regions, config->max_regions);
-    rcache->max_size = ucs_rcache_limit(params->max_size, config->max_size);
+    rcache->limits.max_size =
+        ucs_rcache_limit(params->max_size, config->max_size);
     /* under stock UCX, invalidated regions are deregistered at the next
      * cache operation, in the caller's thread, never on a thread of ours:
      * UCX's callbacks (UCP's mem_dereg, invalidation completions) are not
      * written to run elsewhere */
-    rcache->max_unreleased =
+    rcache->limits.max_unreleased =
         UCS_RCACHE_STOCK
             ? SIZE_MAX
             : ucs_rcache_limit(params->max_unreleased, config->max_unreleased);
@@ -140,16 +141,14 @@ ucs_status_t ucs_rcache_create(const ucs_rcache_params_t *params,
     snprintf(rcache->name, sizeof(rcache->name), "%s", name);
     ucs_rcache_apply_config(rcache, params, &config, explicit_prio,
                             explicit_purge);
-    rcache->regpath_owned   = 0;
-    rcache->regpath_waiters = 0;
-    rcache->regpath_wake    = 0;
+    ucs_rcache_regpath_init(&rcache->regpath);
     ucs_range_index_init(&rcache->index);
-    ucs_list_head_init(&rcache->lru);
-    ucs_list_head_init(&rcache->pending);
-    ucs_list_head_init(&rcache->orphans);
+    ucs_list_head_init(&rcache->limits.lru);
+    ucs_list_head_init(&rcache->limits.pending);
+    ucs_list_head_init(&rcache->limits.orphans);
     ucs_list_head_init(&rcache->fork.link);
-    ucs_list_head_init(&rcache->pool);
-    ucs_list_head_init(&rcache->spare);
+    ucs_list_head_init(&rcache->pool.free_list);
+    ucs_list_head_init(&rcache->pool.spare);
     status = ucs_rcache_hints_init(rcache);
     if (status != UCS_OK) {
         goto err_free;
@@ -228,15 +227,15 @@ ucs_status_t ucs_rcache_destroy_checked(ucs_rcache_t *rcache)
     ucs_rcache_leases_drop_all_locked(rcache);
     ucs_rcache_tombstone_all_locked(rcache);
     ucs_rcache_purge_locked(rcache, &dead);
-    ucs_list_splice_tail(&rcache->pool, &rcache->spare);
-    rcache->live_regions -= rcache->spare_count;
-    rcache->spare_count = 0;
+    ucs_list_splice_tail(&rcache->pool.free_list, &rcache->pool.spare);
+    rcache->pool.live_regions -= rcache->pool.spare_count;
+    rcache->pool.spare_count = 0;
     ucs_rcache_unlock(rcache);
     ucs_rcache_regpath_release(rcache);
     ucs_rcache_regions_release(rcache, &dead);
 
     ucs_rcache_lock(rcache);
-    held = rcache->live_regions;
+    held = rcache->pool.live_regions;
     ucs_rcache_unlock(rcache);
     ucs_rcache_stock_destroying(rcache);
     if (held != 0) {

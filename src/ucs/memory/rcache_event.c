@@ -44,14 +44,14 @@ void ucs_rcache_unmap_range_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucs_range_index_iter_t iter;
 
     ucs_rcache_assert_locked(rcache);
-    ++rcache->unmaps;
+    ++rcache->maps.unmaps;
     for (region =
              (ucs_rcache_region_t *)ucs_range_index_lower(index, start, &iter);
          (region != NULL) && (region->super.start < end);
          region = (ucs_rcache_region_t *)ucs_range_index_next(index, &iter)) {
         if (!(region->flags & UCS_RCACHE_REGION_FLAG_INVALID)) {
             ucs_rcache_region_tombstone_locked(rcache, region);
-            rcache->stats.unmap_invalidations++;
+            rcache->stats.counts.unmap_invalidations++;
         }
     }
     ucs_rcache_inflight_unmap_locked(&rcache->inflight, start, end);
@@ -68,7 +68,7 @@ void ucs_rcache_unmap_range(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
         return; /* the interrupted owner applies it */
     }
     ucs_rcache_unmap_range_locked(rcache, start, end);
-    wake = (rcache->unreleased_size > rcache->max_unreleased) &&
+    wake = (rcache->limits.unreleased_size > rcache->limits.max_unreleased) &&
            ucs_rcache_atomic_load(&rcache->cleanup.running) &&
            !rcache->cleanup.wake_pending;
     if (wake) {

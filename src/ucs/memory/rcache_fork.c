@@ -58,8 +58,7 @@ static void ucs_rcache_fork_child(void)
         /* the lock stays held by prepare's thread, the child's only one,
          * until the cache is set right; then it is let go */
         ucs_rcache_deferred_reset(&rcache->deferred);
-        rcache->regpath_owned   = 0; /* owned by the forking thread */
-        rcache->regpath_waiters = 0; /* threads the child does not have */
+        ucs_rcache_regpath_reset_locked(&rcache->regpath);
         rcache->fork.gen++;
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
         rcache->maps.count = 0;

@@ -10,13 +10,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* madvise(MADV_COLLAPSE), Linux 6.1; older kernels refuse it (EINVAL) */
-#ifdef MADV_COLLAPSE
-#define UCS_RCACHE_MADV_COLLAPSE MADV_COLLAPSE
-#else
-#define UCS_RCACHE_MADV_COLLAPSE 25
-#endif
-
 /* Registrations redone because their range was unmapped meanwhile. */
 #define UCS_RCACHE_INFLIGHT_RETRIES 16
 
@@ -90,141 +83,6 @@ static ucs_status_t ucs_rcache_index_reserve(ucs_rcache_t *rcache,
     return UCS_OK;
 }
 
-/* Under the lock: a region from the pool (released by other paths), or
- * NULL. */
-static ucs_rcache_region_t *ucs_rcache_pool_pop_locked(ucs_rcache_t *rcache)
-{
-    ucs_rcache_region_t *region;
-
-    ucs_rcache_assert_locked(rcache);
-    if (ucs_list_is_empty(&rcache->pool)) {
-        return NULL;
-    }
-    region = ucs_container_of(rcache->pool.prev, ucs_rcache_region_t, tmp_list);
-    ucs_list_del(&region->tmp_list);
-    ++rcache->live_regions;
-    return region;
-}
-
-/* Registration path (no lock): a region it released itself, or NULL. */
-static ucs_rcache_region_t *ucs_rcache_spare_pop(ucs_rcache_t *rcache)
-{
-    ucs_rcache_region_t *region;
-
-    if (ucs_list_is_empty(&rcache->spare)) {
-        return NULL;
-    }
-    /* the last one released: its lines are the likeliest to be cached */
-    region =
-        ucs_container_of(rcache->spare.prev, ucs_rcache_region_t, tmp_list);
-    ucs_list_del(&region->tmp_list);
-    --rcache->spare_count; /* stays in live_regions */
-    return region;
-}
-
-/* A block of regions starts with this (a whole cache line).  Regions are
- * carved from the newest block one at a time, when the pool has none: a
- * page of a block costs memory once a region on it is used. */
-typedef struct ucs_rcache_slab {
-    struct ucs_rcache_slab *next;
-    size_t size;     /* bytes, this header included; 0: from malloc */
-    unsigned count;  /* regions it holds */
-    unsigned carved; /* regions handed out so far */
-} __attribute__((aligned(64))) ucs_rcache_slab_t;
-
-/* A big cache's block: a huge page, on small pages while regions are
- * carved from it (a huge page would cost its 2 MiB at the first), made
- * one huge page once full (regions are read at random from then on). */
-static ucs_rcache_slab_t *ucs_rcache_slab_huge(ucs_rcache_t *rcache)
-{
-    ucs_rcache_slab_t *slab = ucs_rcache_huge_alloc(0, UCS_RCACHE_HUGE_PAGE);
-
-    if (slab == NULL) {
-        return NULL;
-    }
-#ifdef MADV_NOHUGEPAGE
-    (void)madvise(slab, UCS_RCACHE_HUGE_PAGE, MADV_NOHUGEPAGE);
-#endif
-    slab->size  = UCS_RCACHE_HUGE_PAGE;
-    slab->count = (UCS_RCACHE_HUGE_PAGE - sizeof(*slab)) / rcache->hot.stride;
-    return slab;
-}
-
-/* Every region of a huge block is carved: onto a huge page now (a
- * synchronous collapse where the kernel has one, else the advice). */
-static void ucs_rcache_slab_full(ucs_rcache_slab_t *slab)
-{
-#ifdef MADV_HUGEPAGE
-    if (slab->size == UCS_RCACHE_HUGE_PAGE) {
-        (void)madvise(slab, slab->size, MADV_HUGEPAGE);
-        (void)madvise(slab, slab->size, UCS_RCACHE_MADV_COLLAPSE);
-    }
-#endif
-}
-
-/* A region never used before: carved from the newest block, else from a
- * new one (zeroed: refcount 0, never taken; an empty range, never
- * covers).  Blocks stay until destroy (lock-free lookups may read any
- * region at any time).  Registration path (owned, not the
- * spinlock). */
-static ucs_rcache_region_t *ucs_rcache_slab_alloc(ucs_rcache_t *rcache)
-{
-    size_t stride           = rcache->hot.stride;
-    ucs_rcache_slab_t *slab = rcache->slabs, *added = NULL;
-    ucs_rcache_region_t *region;
-
-    if ((slab == NULL) || (slab->carved == slab->count)) {
-        if ((rcache->live_regions * stride >= UCS_RCACHE_HUGE_PAGE) &&
-            (UCS_RCACHE_SLAB_REGIONS * stride <=
-             UCS_RCACHE_HUGE_PAGE - sizeof(*slab))) {
-            slab = ucs_rcache_slab_huge(rcache);
-        } else if (posix_memalign((void **)&slab, 64,
-                                  sizeof(*slab) +
-                                      UCS_RCACHE_SLAB_REGIONS * stride) != 0) {
-            slab = NULL;
-        } else {
-            memset(slab, 0, sizeof(*slab) + UCS_RCACHE_SLAB_REGIONS * stride);
-            slab->count = UCS_RCACHE_SLAB_REGIONS;
-        }
-        if (slab == NULL) {
-            return NULL;
-        }
-        added = slab;
-    }
-    region =
-        (ucs_rcache_region_t *)((char *)(slab + 1) + slab->carved * stride);
-    if (++slab->carved == slab->count) {
-        ucs_rcache_slab_full(slab);
-    }
-    ucs_rcache_lock(rcache);
-    if (added != NULL) {
-        added->next   = rcache->slabs;
-        rcache->slabs = added;
-    }
-    ++rcache->live_regions;
-    ucs_rcache_unlock(rcache);
-    return region;
-}
-
-/* Free every block (destroy, no region in use). */
-void ucs_rcache_slabs_free(ucs_rcache_t *rcache)
-{
-    ucs_rcache_slab_t *slab, *next;
-
-    for (slab = rcache->slabs; slab != NULL; slab = next) {
-        next = slab->next;
-        if (slab->size != 0) {
-            ucs_rcache_huge_free(slab, 0, slab->size);
-        } else {
-            free(slab);
-        }
-    }
-    rcache->slabs = NULL;
-    ucs_list_head_init(&rcache->pool);
-    ucs_list_head_init(&rcache->spare);
-    rcache->spare_count = 0;
-}
-
 /* Initialize a recycled region (if given) or a new one. */
 static ucs_rcache_region_t *
 ucs_rcache_region_alloc(ucs_rcache_t *rcache, ucs_rcache_region_t *recycled)
@@ -282,7 +140,7 @@ ucs_rcache_register(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
             (rcache->dontfork ? UCS_RCACHE_REGION_FLAG_DONTFORK : 0);
     } else {
         ucs_rcache_lock(rcache);
-        rcache->stats.reg_failures++;
+        rcache->stats.counts.reg_failures++;
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
         ucs_rcache_unlock(rcache);
     }
@@ -351,7 +209,7 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
         ucs_rcache_region_drop_locked(rcache, old, dead);
         merged = 1;
     }
-    rcache->stats.merges += merged;
+    rcache->stats.counts.merges += merged;
 
     region->flags |=
         UCS_RCACHE_REGION_FLAG_PGTABLE | UCS_RCACHE_REGION_FLAG_IN_LRU;
@@ -360,11 +218,11 @@ static void ucs_rcache_insert_locked(ucs_rcache_t *rcache,
     ucs_rcache_atomic_store(&region->refcount, 2);
     ucs_rcache_region_priv(region)->leaf =
         ucs_range_index_insert(index, &region->super);
-    ucs_list_add_tail(&rcache->lru, &region->lru_list);
-    rcache->num_regions++;
-    rcache->total_size += ucs_rcache_region_size(region);
-    rcache->stats.misses++;
-    if (ucs_rcache_over_limits(rcache, 0, 0)) {
+    ucs_list_add_tail(&rcache->limits.lru, &region->lru_list);
+    rcache->limits.num_regions++;
+    rcache->limits.total_size += ucs_rcache_region_size(region);
+    rcache->stats.counts.misses++;
+    if (ucs_rcache_limits_over(&rcache->limits, 0, 0)) {
         /* room was made before the registration, unless the mappings had
          * to be read or the regions to evict were in use then */
         ucs_rcache_evict_locked(rcache, 0, dead);
@@ -405,13 +263,13 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
         ucs_rcache_lock(rcache);
         if (retries == 0) {
             ucs_rcache_regpath_take_locked(rcache);
-            rcache->stats.gets++;
+            rcache->stats.counts.gets++;
         }
         ucs_rcache_purge_locked(rcache, dead);
         region = ucs_rcache_lookup_merge_locked(rcache, &span);
         if (region != NULL) {
             ucs_rcache_atomic_add(&region->refcount, 1);
-            rcache->stats.hits_slow++;
+            rcache->stats.counts.hits_slow++;
             ucs_rcache_unlock_give_if_done(rcache, dead, owned);
             *region_p = region;
             return UCS_OK;
@@ -427,23 +285,24 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
             ucs_rcache_evict_room_locked(rcache, span.end - span.start, dead);
         }
         need     = ucs_range_index_insert_needs(&rcache->index);
-        nregions = rcache->num_regions + 1;
+        nregions = rcache->limits.num_regions + 1;
+        ucs_rcache_assert_locked(rcache);
         recycled =
-            (ucs_list_is_empty(&rcache->spare) && ucs_list_is_empty(dead))
-                ? ucs_rcache_pool_pop_locked(rcache)
+            (ucs_list_is_empty(&rcache->pool.spare) && ucs_list_is_empty(dead))
+                ? ucs_rcache_pool_pop_locked(&rcache->pool)
                 : NULL;
         ucs_rcache_inflight_set_locked(&rcache->inflight, span.start, span.end);
         ucs_rcache_uffd_span_check_locked(&rcache->uffd, span.start, span.end,
-                                          rcache->unmaps);
+                                          rcache->maps.unmaps);
         ucs_rcache_unlock(rcache);
 
         ucs_rcache_regions_recycle(rcache, dead);
         if (recycled == NULL) {
-            recycled = ucs_rcache_spare_pop(rcache);
+            recycled = ucs_rcache_pool_spare_pop(&rcache->pool);
         }
         if (ucs_unlikely(ucs_rcache_cleanup_start(rcache) != UCS_OK)) {
             /* said why; the next operations purge instead */
-            rcache->max_unreleased = SIZE_MAX;
+            rcache->limits.max_unreleased = SIZE_MAX;
         }
 
         if (!prot_ok &&
@@ -486,8 +345,8 @@ static ucs_status_t ucs_rcache_get_locked_path(ucs_rcache_t *rcache,
 
         ucs_rcache_lock(rcache);
         ucs_rcache_inflight_clear_locked(&rcache->inflight);
-        rcache->stats.regs++;
-        ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->unmaps);
+        rcache->stats.counts.regs++;
+        ucs_rcache_uffd_span_update_locked(&rcache->uffd, rcache->maps.unmaps);
         if (!ucs_rcache_inflight_invalidated_locked(&rcache->inflight)) {
             ucs_rcache_purge_locked(rcache, dead);
             ucs_rcache_insert_locked(rcache, region, overlaps, dead);
@@ -509,8 +368,8 @@ err_recycle:
     ucs_rcache_lock(rcache);
     ucs_rcache_inflight_clear_locked(&rcache->inflight);
     if (recycled != NULL) {
-        ucs_list_add_tail(&rcache->pool, &recycled->tmp_list);
-        --rcache->live_regions;
+        ucs_list_add_tail(&rcache->pool.free_list, &recycled->tmp_list);
+        --rcache->pool.live_regions;
     }
     ucs_rcache_unlock(rcache);
     return status;

@@ -1,40 +1,41 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Registration cache internals shared by the rcache_*.c files.  Parts of
- * the cache's state with a header of their own (a struct, its contract
- * and the only functions that write it): rcache_uffd.h (userfaultfd
- * span), rcache_deferred.h (unmaps seen by the lock owner's own signal
- * handlers), rcache_inflight.h (the registration running outside the
- * lock), rcache_fork.h (fork generation and the list of caches);
- * range_index.h (the index).
+ * Registration cache internals shared by the rcache_*.c files: struct
+ * ucs_rcache, the region's private fields and what has no header of its
+ * own.  Each part of the cache's state has a header with its struct, the
+ * lock that guards each field, who writes it, and its functions:
+ *  - the hot line (hot, below; offsets fixed, internals-stock-abi.md);
+ *  - index and hints: range_index.h, rcache_hints.h (lookups);
+ *  - leases and slots: rcache_slot.h;
+ *  - region memory (free and spare lists, slabs): rcache_pool.h;
+ *  - registration path: rcache_regpath.h; the registration in flight:
+ *    rcache_inflight.h;
+ *  - limits, LRU and tombstones: rcache_limits.h;
+ *  - unmaps seen by the lock owner's own signal handlers (deferred
+ *    ranges): rcache_deferred.h;
+ *  - the mappings snapshot and the unmap count: rcache_prot.h;
+ *  - userfaultfd span: rcache_uffd.h;
+ *  - fork: rcache_fork.h;
+ *  - the cleanup thread: rcache_cleanup.h;
+ *  - statistics: rcache_stats.h.
+ * Inline helpers that need the whole cache are at the end of this file.
  *
  * Locking (see rcache.h for the public contract):
- *  - lock (spinlock with an owner): index, LRU, pending list, counters,
- *    in-flight registration, maps cache.  Held only for short sections
- *    that never allocate, free, log or call user ops.  The unmap handler
- *    (hook context) takes it, except when it runs in a signal handler of
- *    the thread that holds it: it then records the range (deferred) and the
- *    owner applies it before unlocking; lock-free hits see deferred ranges
- *    and take the locked path meanwhile.
- *  - the registration path (regpath_*, rcache_lock.c): one thread at a
+ *  - lock (spinlock with an owner): index, limits (LRU, tombstones),
+ *    counters, in-flight registration, mappings snapshot.  Held only for
+ *    short sections that never allocate, free, log or call user ops.
+ *    The unmap handler (hook context) takes it, except when it runs in a
+ *    signal handler of the thread that holds it: it then records the
+ *    range (deferred) and the owner applies it before unlocking; lock-free
+ *    hits see deferred ranges and take the locked path meanwhile.
+ *  - the registration path (regpath, rcache_regpath.h): one thread at a
  *    time runs a miss; user ops may run while it is owned, waiters sleep;
  *    neither lookups nor the unmap handler take it.  A flag under the
  *    spinlock: a miss takes it in its first locked section and usually
  *    gives it back in its last one.
  *  - refcount: atomic; the index holds one reference.
- *  - leases (rcache_slot.c, biased reference counting): a thread that hits
- *    the same region twice in a row leases it: UCS_RCACHE_LEASE_BIAS is
- *    added to its refcount once, and the thread's own gets and puts of it
- *    then count in its slot (slot->local, plain stores: one writer) instead
- *    of the shared refcount.  refcount - BIAS + local is the number of
- *    references; a leased region is never released, recycled or evicted.
- *    The lease goes (bias removed, local folded in) when the owner's get
- *    of its range or its put finds it invalid, at the owner's periodic
- *    check (UCS_RCACHE_LEASE_CHECK), when a new lease replaces it, at
- *    thread exit, at destroy and in a forked child; so an invalidated
- *    region the owner does not hold is deregistered within the owner's
- *    next UCS_RCACHE_LEASE_CHECK calls on the cache, not before.
- *    Not async-signal-safe (the unmap handler is).
+ *  - leases (rcache_slot.h): a thread's own gets and puts of a region it
+ *    leased count in its slot instead of the shared refcount.
  *  - hits take no lock: the thread's lease, else a candidate (the page's
  *    hint, else a racy index lookup), then a reference taken only from a
  *    non-zero count, then validation of the region (in the index, not
@@ -49,25 +50,26 @@
 #include <ucs/debug/ucs_log.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/datastruct/range_index.h>
+#include "rcache_cleanup.h"
 #include "rcache_deferred.h"
 #include "rcache_fork.h"
+#include "rcache_hints.h"
 #include "rcache_inflight.h"
+#include "rcache_limits.h"
+#include "rcache_pool.h"
+#include "rcache_prot.h"
+#include "rcache_regpath.h"
+#include "rcache_slot.h"
+#include "rcache_stats.h"
 #include "rcache_uffd.h"
 #include <pthread.h>
-
-/* Mappings remembered from /proc/self/maps. */
-#define UCS_RCACHE_MAPS_CACHE 64
-
-/* Regions are carved from blocks of this many (once the cache holds a
- * huge page of regions: blocks of a huge page), freed at destroy. */
-#define UCS_RCACHE_SLAB_REGIONS 64
 
 /* Private region flags (next to UCS_RCACHE_REGION_FLAG_*), written under
  * the lock or before the region is in the index. */
 #define UCS_RCACHE_REGION_FLAG_INVALID UCS_BIT(5) /* tombstone, in pending */
 #define UCS_RCACHE_REGION_FLAG_DONTFORK                                        \
     UCS_BIT(6) /* pages counted MADV_DONTFORK */
-#define UCS_RCACHE_REGION_FLAG_IN_LRU UCS_BIT(7) /* on rcache->lru */
+#define UCS_RCACHE_REGION_FLAG_IN_LRU UCS_BIT(7) /* on limits.lru */
 
 /* UCX_RCACHE_DONTFORK values */
 enum {
@@ -106,32 +108,6 @@ ucs_rcache_region_priv(ucs_rcache_region_t *region)
 /* Most page frames recorded per region. */
 #define UCS_RCACHE_PFN_MAX UINT16_MAX
 
-/* Per-thread slots (rcache_slot.c): threads beyond UCS_RCACHE_SLOTS run
- * without one (atomic references, hits counted in hits_fast_shared).  A
- * slot is written only by the thread that has its number, except under
- * the lock at thread exit, destroy and in a forked child.  Every fast hit
- * is also a get. */
-#define UCS_RCACHE_SLOTS      64
-#define UCS_RCACHE_NO_SLOT    (~0u)
-#define UCS_RCACHE_LEASE_BIAS (1u << 30)
-typedef struct ucs_rcache_slot {
-    ucs_rcache_region_t *lease; /* leased region, or NULL */
-    uint32_t local;             /* references counted here, not in it */
-    ucs_rcache_region_t *last;  /* last hit (compared, never read) */
-    ucs_rcache_region_t *stale; /* a held candidate that failed
-                                   validation, on its way back */
-    uint64_t hits_fast;         /* read by stats without the owner */
-    ucs_pgt_addr_t lease_start, lease_end; /* its range (end 0: none) */
-} __attribute__((aligned(64))) ucs_rcache_slot_t;
-
-/* A lease whose range is not asked for is checked (dropped if invalid)
- * every this many hits of its thread that go past it. */
-#define UCS_RCACHE_LEASE_CHECK 16
-
-/* slot number + 1 of this thread, 0: not assigned, else none */
-extern __thread unsigned ucs_rcache_tid
-    __attribute__((tls_model("initial-exec")));
-
 typedef struct ucs_rcache_comp {
     struct ucs_rcache_comp *next;
     ucs_rcache_invalidate_comp_func_t cb;
@@ -148,27 +124,6 @@ typedef struct ucs_rcache_config {
     unsigned check_pfn; /* pages to check on hits, 0: off */
     int dontfork;       /* UCS_RCACHE_DONTFORK_* */
 } ucs_rcache_config_t;
-
-/* Lookup hints (rcache.c, sized in rcache_hints.c): a direct-mapped table
- * from a request's first page to the region that last answered it from the
- * index.  Indexed by the page number itself, its higher bits folded in:
- * neighbouring pages use neighbouring entries, so regions laid out densely
- * do not collide.  At least UCS_RCACHE_HINTS_PER_REGION entries per region
- * in the index (grown by the registration path up to
- * 2^UCS_RCACHE_HINTS_MAX_SHIFT; 8 bytes each, see internals-rcache.md for
- * the trade against memory per region); a grown table
- * starts empty and the old one is retired, freed at destroy (lookups may
- * still read it).  Entries are read and written without a lock: an entry
- * is only a candidate, validated like the index's answer. */
-#define UCS_RCACHE_HINTS_PER_REGION 1
-#define UCS_RCACHE_HINTS_MIN_SHIFT  16
-#define UCS_RCACHE_HINTS_MAX_SHIFT  24
-typedef struct ucs_rcache_hints {
-    unsigned long mask;               /* entries - 1 */
-    unsigned shift;                   /* log2(entries) */
-    struct ucs_rcache_hints *retired; /* the tables it replaced */
-    ucs_rcache_region_t *entry[];
-} ucs_rcache_hints_t;
 
 struct ucs_rcache {
     /* read by every hit, written at create and (pending_count) when an
@@ -193,61 +148,19 @@ struct ucs_rcache {
     uintptr_t lock __attribute__((aligned(64))); /* owner
                               (ucs_rcache_self()), 0: free */
     ucs_rcache_deferred_t deferred;              /* rcache_deferred.h */
-    uint32_t regpath_owned;                      /* (lock) a thread owns the
-                                                    registration path (rcache_lock.c) */
-    uint32_t regpath_waiters; /* (lock) threads waiting for it */
-    uint32_t regpath_wake;    /* futex word, bumped (lock) when the
-                                 path is given back to waiters */
-    ucs_range_index_t index;  /* valid regions and tombstones */
-    ucs_list_link_t lru;      /* valid regions, least recent first */
-    ucs_list_link_t pending;  /* tombstones still in the index */
-    ucs_list_link_t orphans;  /* out of the index, last lease
-                                 dropped under the lock: release */
-    size_t unreleased_size;   /* bytes of pending tombstones */
-    struct {
-        pthread_t thread;
-        int efd;                    /* eventfd the thread reads */
-        unsigned fork_gen;          /* started in this generation */
-        int running;                /* atomic */
-        int stop;                   /* atomic */
-        int wake_pending;           /* atomic */
-    } cleanup;                      /* rcache_cleanup.c */
-    unsigned long num_regions;      /* valid regions in the index */
-    size_t total_size;              /* their bytes */
-    unsigned long live_regions;     /* allocated, not yet freed (lock) */
+    ucs_rcache_regpath_t regpath;                /* rcache_regpath.h */
+    ucs_range_index_t index;        /* valid regions and tombstones */
+    ucs_rcache_limits_t limits;     /* rcache_limits.h */
+    ucs_rcache_cleanup_t cleanup;   /* rcache_cleanup.h */
     ucs_rcache_inflight_t inflight; /* rcache_inflight.h */
-    struct {
-        struct {
-            ucs_pgt_addr_t start, end; /* end == 0: dropped */
-            int prot;
-        } entries[UCS_RCACHE_MAPS_CACHE];
-        unsigned count;     /* sorted by start */
-        unsigned last;      /* the entry that last covered a
-                               whole range (tried first) */
-    } maps;                 /* last /proc/self/maps snapshot */
-    unsigned long unmaps;   /* unmap events handled (lock): what
-                               was learnt of the mappings outside
-                               the lock (maps, uffd_span) is kept
-                               only if it did not change since */
-    ucs_rcache_fork_t fork; /* rcache_fork.h */
+    ucs_rcache_maps_t maps;         /* rcache_prot.h */
+    ucs_rcache_fork_t fork;         /* rcache_fork.h */
     ucs_rcache_params_t params;
-    unsigned long max_regions; /* effective limits */
-    size_t max_size;
-    size_t max_unreleased;
-    int dontfork;              /* mark registered pages MADV_DONTFORK */
-    int events;                /* registered ucm events */
-    ucs_rcache_uffd_t uffd;    /* rcache_uffd.h */
-    ucs_rcache_stats_t stats;  /* under lock, or atomic where noted */
-    ucs_list_link_t pool;      /* free regions (tmp_list) */
-    ucs_list_link_t spare;     /* free regions the registration path
-                                  released itself and reuses first
-                                  (registration path; still in live_regions) */
-    unsigned long spare_count; /* (registration path) */
-    uint64_t path_deregs;      /* mem_dereg calls of the registration
-                                  path (registration path; read atomic), not
-                                  in stats.deregs */
-    void *slabs;               /* region blocks, see rcache_get.c */
-    uint64_t hits_fast_shared; /* atomic, threads without slot */
+    int dontfork;                /* mark registered pages MADV_DONTFORK */
+    int events;                  /* registered ucm events */
+    ucs_rcache_uffd_t uffd;      /* rcache_uffd.h */
+    ucs_rcache_counters_t stats; /* rcache_stats.h */
+    ucs_rcache_pool_t pool;      /* rcache_pool.h */
     ucs_rcache_slot_t slots[UCS_RCACHE_SLOTS];
     char name[64];
 };
@@ -263,17 +176,6 @@ struct ucs_rcache {
  * then UCS_ERR_INVALID_PARAM.  explicit_* tell whether a variable was set. */
 ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
                                     int *explicit_prio, int *explicit_purge);
-
-/* rcache_prot.c: is [start, end) mapped with at least prot?  Uses and fills
- * rcache->maps (takes rcache->lock briefly).  No lock held by the caller. */
-/* Drop remembered mappings intersecting [start, end) (hook context). */
-void ucs_rcache_prot_forget_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                                   ucs_pgt_addr_t end);
-int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                          ucs_pgt_addr_t end, int prot);
-/* Same, from the remembered mappings only (0: unknown); needs the lock. */
-int ucs_rcache_prot_cached_locked(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
-                                  ucs_pgt_addr_t end, int prot);
 
 /* The system page size, set by the first ucs_rcache_create() (before any
  * handler of a cache is installed, so hook context reads it set). */
@@ -328,7 +230,6 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
 void ucs_rcache_purge(ucs_rcache_t *rcache);
 
 /* rcache_get.c */
-void ucs_rcache_slabs_free(ucs_rcache_t *rcache);
 ucs_status_t ucs_rcache_get_slow(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
                                  ucs_pgt_addr_t end, int prot, void *arg,
                                  ucs_rcache_region_t **region_p);
@@ -352,13 +253,6 @@ ucs_status_t ucs_rcache_dontfork_add(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 void ucs_rcache_dontfork_remove(ucs_pgt_addr_t start, ucs_pgt_addr_t end);
 unsigned long ucs_rcache_dontfork_pages(void);
 
-/* rcache_hints.c: the first table (create), a larger one if regions
- * need it (registration path owned, not the spinlock; on no
- * memory the table stays), all tables (destroy). */
-ucs_status_t ucs_rcache_hints_init(ucs_rcache_t *rcache);
-void ucs_rcache_hints_grow(ucs_rcache_t *rcache, unsigned long regions);
-void ucs_rcache_hints_free(ucs_rcache_t *rcache);
-
 /* rcache_huge.c: a block of head + size bytes whose byte head is aligned
  * to UCS_RCACHE_HUGE_PAGE, mapped by the system (zeroed, no page touched
  * yet), the size bytes from there advised onto transparent huge pages (the
@@ -369,27 +263,6 @@ void ucs_rcache_hints_free(ucs_rcache_t *rcache);
 #define UCS_RCACHE_HUGE_PAGE (2ul << 20)
 void *ucs_rcache_huge_alloc(size_t head, size_t size);
 void ucs_rcache_huge_free(void *block, size_t head, size_t size);
-
-/* rcache_cleanup.c: start (registration path owned; again in a forked
- * child), wake (hook context: one write), stop (destroy). */
-ucs_status_t ucs_rcache_cleanup_launch(ucs_rcache_t *rcache);
-void ucs_rcache_cleanup_wake(ucs_rcache_t *rcache);
-void ucs_rcache_cleanup_stop(ucs_rcache_t *rcache);
-
-/* rcache_slot.c: a slot for this thread (first call), or NULL: none. */
-ucs_rcache_slot_t *ucs_rcache_slot_assign(ucs_rcache_t *rcache);
-/* region is held by the caller (one reference): that reference becomes the
- * slot's first local hold of a new lease; the old lease is dropped.  No
- * lock held; the slot is the caller's. */
-void ucs_rcache_lease_take(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot,
-                           ucs_rcache_region_t *region);
-/* Drop the slot's lease (if any); the region is released if that was its
- * last reference.  No lock held; the slot is the caller's. */
-void ucs_rcache_lease_drop(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot);
-/* Same under the lock (a region left unreferenced goes to orphans). */
-void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache,
-                                  ucs_rcache_slot_t *slot);
-void ucs_rcache_leases_drop_all_locked(ucs_rcache_t *rcache);
 
 /* rcache_lock.c */
 void ucs_rcache_lock(ucs_rcache_t *rcache);
@@ -403,16 +276,6 @@ void ucs_rcache_assert_owner(ucs_rcache_t *rcache, const char *func);
 #define ucs_rcache_assert_locked(_rcache) ((void)(_rcache))
 #endif
 void ucs_rcache_unlock(ucs_rcache_t *rcache);
-/* The registration path: owned by one thread at a time (not for hook
- * context: waiting for it sleeps).  Fork handlers acquire it in prepare; a
- * child starts it free.
- * take_locked: with the lock held (let go while it waits); give_unlock
- * (rcache_int.h): with the lock held, gives the path back, lets the lock
- * go and wakes the waiters. */
-void ucs_rcache_regpath_acquire(ucs_rcache_t *rcache);
-void ucs_rcache_regpath_release(ucs_rcache_t *rcache);
-void ucs_rcache_regpath_wait_locked(ucs_rcache_t *rcache);
-void ucs_rcache_regpath_wake(ucs_rcache_t *rcache);
 /* Hook context: take the lock, or (owner interrupted) defer the range.
  * Returns 1 if the lock is now held. */
 int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
@@ -481,37 +344,29 @@ static inline size_t ucs_rcache_region_size(const ucs_rcache_region_t *region)
     return region->super.end - region->super.start;
 }
 
+/* The registration path's inline steps (rcache_regpath.h): they need the
+ * whole cache (its lock). */
 static inline void ucs_rcache_regpath_take_locked(ucs_rcache_t *rcache)
 {
-    if (ucs_unlikely(rcache->regpath_owned)) {
+    if (ucs_unlikely(rcache->regpath.owned)) {
         ucs_rcache_regpath_wait_locked(rcache);
     }
-    rcache->regpath_owned = 1;
+    rcache->regpath.owned = 1;
 }
 
 static inline void ucs_rcache_regpath_give_unlock(ucs_rcache_t *rcache)
 {
-    int wake = (rcache->regpath_waiters != 0);
+    int wake = (rcache->regpath.waiters != 0);
 
-    rcache->regpath_owned = 0;
+    rcache->regpath.owned = 0;
     if (wake) {
-        __atomic_store_n(&rcache->regpath_wake, rcache->regpath_wake + 1,
+        __atomic_store_n(&rcache->regpath.wake, rcache->regpath.wake + 1,
                          __ATOMIC_RELAXED);
     }
     ucs_rcache_unlock(rcache);
     if (ucs_unlikely(wake)) {
         ucs_rcache_regpath_wake(rcache);
     }
-}
-
-/* Whether the cache is over its limits with room made for extra_regions
- * more regions of extra_size bytes. */
-static inline int ucs_rcache_over_limits(ucs_rcache_t *rcache,
-                                         unsigned long extra_regions,
-                                         size_t extra_size)
-{
-    return (rcache->num_regions + extra_regions > rcache->max_regions) ||
-           (rcache->total_size + extra_size > rcache->max_size);
 }
 
 /* The calls of the miss path that usually have nothing to do, with that
@@ -549,11 +404,11 @@ static inline void ucs_rcache_pfn_release(ucs_rcache_t *rcache,
     }
 }
 
-/* The cleanup thread, when MAX_UNRELEASED asks for one and this process
- * has none running yet (registration path owned). */
+/* The cleanup thread (rcache_cleanup.h), when MAX_UNRELEASED asks for one
+ * and this process has none running yet (registration path owned). */
 static inline ucs_status_t ucs_rcache_cleanup_start(ucs_rcache_t *rcache)
 {
-    if ((rcache->max_unreleased == SIZE_MAX) ||
+    if ((rcache->limits.max_unreleased == SIZE_MAX) ||
         (rcache->cleanup.running &&
          (rcache->cleanup.fork_gen == rcache->fork.gen))) {
         return UCS_OK;

@@ -8,11 +8,7 @@
  */
 #include "rcache_int.h"
 
-#include <limits.h>
 #include <stdlib.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 static __thread char ucs_rcache_self_mark
     __attribute__((tls_model("initial-exec")));
@@ -41,7 +37,7 @@ static void ucs_rcache_deferred_unmap(void *arg, ucs_pgt_addr_t start,
 /* Apply the deferred ranges (lock held). */
 static void ucs_rcache_deferred_apply(ucs_rcache_t *rcache)
 {
-    rcache->stats.deferred_unmaps += ucs_rcache_deferred_drain(
+    rcache->stats.counts.deferred_unmaps += ucs_rcache_deferred_drain(
         &rcache->deferred, ucs_rcache_deferred_unmap, rcache);
 }
 
@@ -84,47 +80,4 @@ int ucs_rcache_lock_or_defer(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     /* we interrupted our own critical section */
     ucs_rcache_deferred_add(&rcache->deferred, start, end);
     return 0;
-}
-
-/* The registration path: owned by one thread at a time, taken and given
- * back inside the spinlock sections that a miss makes anyway (no atomic
- * operation of its own); waiters sleep on regpath_wake, which the owner bumps
- * under the lock when it gives the path back with waiters counted. */
-void ucs_rcache_regpath_wait_locked(ucs_rcache_t *rcache)
-{
-    uint32_t seen;
-
-    ucs_rcache_assert_locked(rcache);
-    rcache->stats.reg_waits += (rcache->regpath_owned != 0);
-    while (rcache->regpath_owned) {
-        ++rcache->regpath_waiters;
-        seen = __atomic_load_n(&rcache->regpath_wake, __ATOMIC_RELAXED);
-        ucs_rcache_unlock(rcache);
-        /* a give-back after the unlock changed regpath_wake: no sleep */
-        syscall(SYS_futex, &rcache->regpath_wake, FUTEX_WAIT_PRIVATE, seen,
-                NULL, NULL, 0);
-        ucs_rcache_lock(rcache);
-        --rcache->regpath_waiters;
-    }
-}
-
-void ucs_rcache_regpath_wake(ucs_rcache_t *rcache)
-{
-    /* all of them: each one checks again, the first to get the lock takes
-     * the path, the others wait again */
-    syscall(SYS_futex, &rcache->regpath_wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-            NULL, 0);
-}
-
-void ucs_rcache_regpath_acquire(ucs_rcache_t *rcache)
-{
-    ucs_rcache_lock(rcache);
-    ucs_rcache_regpath_take_locked(rcache);
-    ucs_rcache_unlock(rcache);
-}
-
-void ucs_rcache_regpath_release(ucs_rcache_t *rcache)
-{
-    ucs_rcache_lock(rcache);
-    ucs_rcache_regpath_give_unlock(rcache);
 }

@@ -105,7 +105,7 @@ void ucs_rcache_pfn_verify(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
             if (now[j] == then[i + j]) {
                 continue;
             }
-            ucs_rcache_atomic_add(&rcache->stats.stale_pfn, 1);
+            ucs_rcache_atomic_add(&rcache->stats.counts.stale_pfn, 1);
             ucs_rcache_pfn_describe(rcache, region, desc, sizeof(desc));
             ucs_rcache_error(
                 "%s: STALE REGION [0x%lx, 0x%lx) " UCS_RCACHE_PROT_FMT

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Protection check of a range against /proc/self/maps (read without
- * allocating, by libucm), remembering up to UCS_RCACHE_MAPS_CACHE mappings
- * around the last range checked.  Unmap events drop the mappings they touch
- * (rcache_event.c); mprotect() is not observed, like in UCX.
+ * Protection check of a range against /proc/self/maps (rcache_prot.h),
+ * remembering up to UCS_RCACHE_MAPS_CACHE mappings around the last range
+ * checked.  Unmap events drop the mappings they touch (rcache_event.c).
  */
 #include "rcache_int.h"
 
@@ -130,7 +129,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
 
     ucs_rcache_lock(rcache);
     hit    = ucs_rcache_prot_cached_locked(rcache, start, end, prot);
-    unmaps = rcache->unmaps;
+    unmaps = rcache->maps.unmaps;
     ucs_rcache_unlock(rcache);
     if (hit) {
         return 1;
@@ -145,7 +144,7 @@ int ucs_rcache_prot_check(ucs_rcache_t *rcache, ucs_pgt_addr_t start,
     ucm_parse_proc_self_maps(ucs_rcache_prot_walk_cb, &walk);
 
     ucs_rcache_lock(rcache);
-    if (rcache->unmaps == unmaps) {
+    if (rcache->maps.unmaps == unmaps) {
         /* no unmap since the read: the snapshot is current */
         for (i = 0; i < walk.count; ++i) {
             rcache->maps.entries[i].start = walk.entries[i].start;

@@ -40,10 +40,10 @@ void ucs_rcache_region_tombstone_locked(ucs_rcache_t *rcache,
     }
     region->flags |= UCS_RCACHE_REGION_FLAG_INVALID;
     ucs_rcache_lru_remove_locked(region);
-    rcache->num_regions--;
-    rcache->total_size -= ucs_rcache_region_size(region);
-    rcache->unreleased_size += ucs_rcache_region_size(region);
-    ucs_list_add_tail(&rcache->pending, &region->tmp_list);
+    rcache->limits.num_regions--;
+    rcache->limits.total_size -= ucs_rcache_region_size(region);
+    rcache->limits.unreleased_size += ucs_rcache_region_size(region);
+    ucs_list_add_tail(&rcache->limits.pending, &region->tmp_list);
     ucs_rcache_atomic_store(&rcache->hot.pending_count,
                             rcache->hot.pending_count + 1);
 }
@@ -67,16 +67,17 @@ void ucs_rcache_purge_pending_locked(ucs_rcache_t *rcache,
     ucs_rcache_region_t *region;
 
     ucs_rcache_assert_locked(rcache);
-    for (link = rcache->pending.next; link != &rcache->pending; link = next) {
+    for (link = rcache->limits.pending.next; link != &rcache->limits.pending;
+         link = next) {
         next   = link->next;
         region = ucs_container_of(link, ucs_rcache_region_t, tmp_list);
         ucs_rcache_index_remove_locked(rcache, region);
         region->flags &= ~UCS_RCACHE_REGION_FLAG_PGTABLE;
         ucs_rcache_unref_locked(region, dead);
     }
-    ucs_list_head_init(&rcache->pending);
-    ucs_list_splice_tail(dead, &rcache->orphans);
-    rcache->unreleased_size = 0;
+    ucs_list_head_init(&rcache->limits.pending);
+    ucs_list_splice_tail(dead, &rcache->limits.orphans);
+    rcache->limits.unreleased_size = 0;
     ucs_rcache_atomic_store(&rcache->hot.pending_count, 0);
 }
 
@@ -87,8 +88,8 @@ ucs_rcache_region_drop_inline(ucs_rcache_t *rcache, ucs_rcache_region_t *region,
     ucs_rcache_index_remove_locked(rcache, region);
     ucs_rcache_lru_remove_locked(region);
     region->flags &= ~UCS_RCACHE_REGION_FLAG_PGTABLE;
-    rcache->num_regions--;
-    rcache->total_size -= ucs_rcache_region_size(region);
+    rcache->limits.num_regions--;
+    rcache->limits.total_size -= ucs_rcache_region_size(region);
     ucs_rcache_unref_locked(region, dead);
 }
 
@@ -105,14 +106,14 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
                         unsigned long extra_regions, size_t extra_size,
                         ucs_list_link_t *dead)
 {
-    unsigned long steps = 2 * rcache->num_regions + 1;
+    unsigned long steps = 2 * rcache->limits.num_regions + 1;
     ucs_list_link_t *link, *next;
     ucs_rcache_region_t *region;
 
-    for (link = rcache->lru.next; (link != &rcache->lru) && (steps-- > 0);
-         link = next) {
-        if (!force &&
-            !ucs_rcache_over_limits(rcache, extra_regions, extra_size)) {
+    for (link = rcache->limits.lru.next;
+         (link != &rcache->limits.lru) && (steps-- > 0); link = next) {
+        if (!force && !ucs_rcache_limits_over(&rcache->limits, extra_regions,
+                                              extra_size)) {
             break;
         }
         next   = link->next;
@@ -124,18 +125,19 @@ ucs_rcache_evict_inline(ucs_rcache_t *rcache, int force,
             /* hit since the last pass: second chance at the tail */
             region->lru_flags = 0;
             ucs_list_del(&region->lru_list);
-            ucs_list_add_tail(&rcache->lru, &region->lru_list);
+            ucs_list_add_tail(&rcache->limits.lru, &region->lru_list);
             continue;
         }
         ucs_rcache_region_drop_inline(rcache, region, dead);
-        rcache->stats.evictions++;
+        rcache->stats.counts.evictions++;
     }
     if (!force &&
-        (rcache->num_regions + extra_regions + 1 > rcache->max_regions) &&
-        !ucs_list_is_empty(&rcache->lru)) {
+        (rcache->limits.num_regions + extra_regions + 1 >
+         rcache->limits.max_regions) &&
+        !ucs_list_is_empty(&rcache->limits.lru)) {
         /* the next miss evicts it: fetch its lines meanwhile */
-        region =
-            ucs_container_of(rcache->lru.next, ucs_rcache_region_t, lru_list);
+        region = ucs_container_of(rcache->limits.lru.next, ucs_rcache_region_t,
+                                  lru_list);
         __builtin_prefetch(region, 1);
         __builtin_prefetch(
             (char *)region + offsetof(ucs_rcache_region_t, refcount), 1);
@@ -206,9 +208,9 @@ void ucs_rcache_region_release(ucs_rcache_t *rcache,
 
     /* type-stable: lock-free lookups may still read this memory */
     ucs_rcache_lock(rcache);
-    ucs_list_add_tail(&rcache->pool, &region->tmp_list);
-    ucs_rcache_atomic_add(&rcache->stats.deregs, dereg);
-    --rcache->live_regions;
+    ucs_list_add_tail(&rcache->pool.free_list, &region->tmp_list);
+    ucs_rcache_atomic_add(&rcache->stats.counts.deregs, dereg);
+    --rcache->pool.live_regions;
     ucs_rcache_unlock(rcache);
 }
 
@@ -224,9 +226,9 @@ void ucs_rcache_regions_release_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
     }
     /* all of them back to the pool in one section */
     ucs_rcache_lock(rcache);
-    ucs_list_splice_tail(&rcache->pool, dead);
-    ucs_rcache_atomic_add(&rcache->stats.deregs, deregs);
-    rcache->live_regions -= count;
+    ucs_list_splice_tail(&rcache->pool.free_list, dead);
+    ucs_rcache_atomic_add(&rcache->stats.counts.deregs, deregs);
+    rcache->pool.live_regions -= count;
     ucs_rcache_unlock(rcache);
 }
 
@@ -244,12 +246,12 @@ void ucs_rcache_regions_recycle_all(ucs_rcache_t *rcache, ucs_list_link_t *dead)
         }
         ucs_list_del(link);
         deregs += ucs_rcache_region_finish(rcache, region);
-        ucs_list_add_tail(&rcache->spare, link);
-        ++rcache->spare_count;
+        ucs_list_add_tail(&rcache->pool.spare, link);
+        ++rcache->pool.spare_count;
     }
     /* the path's own count: one writer, no locked instruction */
-    __atomic_store_n(&rcache->path_deregs, rcache->path_deregs + deregs,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&rcache->stats.path_deregs,
+                     rcache->stats.path_deregs + deregs, __ATOMIC_RELAXED);
 }
 
 void ucs_rcache_purge(ucs_rcache_t *rcache)

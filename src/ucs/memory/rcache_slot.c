@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-thread slots of the registration cache and the leases they hold
- * (biased reference counting, see "leases" in rcache_int.h).
+ * (biased reference counting, see "leases" in rcache_slot.h).
  *
  * A thread gets a process-wide slot number at its first cache call (one of
  * UCS_RCACHE_SLOTS; later threads run without one, on atomics only) and
@@ -129,7 +129,7 @@ void ucs_rcache_lease_drop_locked(ucs_rcache_t *rcache, ucs_rcache_slot_t *slot)
 
     if (ucs_rcache_lease_fold(rcache, slot, &region) == 0) {
         /* released by the next purge, outside the lock */
-        ucs_list_add_tail(&rcache->orphans, &region->tmp_list);
+        ucs_list_add_tail(&rcache->limits.orphans, &region->tmp_list);
         ucs_rcache_atomic_store(&rcache->hot.pending_count,
                                 rcache->hot.pending_count + 1);
     }

@@ -17,18 +17,18 @@ ucs_status_t ucs_rcache_query_stats(ucs_rcache_t *rcache,
         return UCS_ERR_INVALID_PARAM;
     }
     ucs_rcache_lock(rcache);
-    tmp            = rcache->stats;
-    tmp.regions    = rcache->num_regions;
-    tmp.total_size = rcache->total_size;
-    tmp.unreleased = rcache->unreleased_size;
+    tmp            = rcache->stats.counts;
+    tmp.regions    = rcache->limits.num_regions;
+    tmp.total_size = rcache->limits.total_size;
+    tmp.unreleased = rcache->limits.unreleased_size;
     ucs_rcache_unlock(rcache);
-    hits = __atomic_load_n(&rcache->hits_fast_shared, __ATOMIC_RELAXED);
+    hits = __atomic_load_n(&rcache->stats.hits_fast_shared, __ATOMIC_RELAXED);
     for (i = 0; i < UCS_RCACHE_SLOTS; ++i) {
         hits += __atomic_load_n(&rcache->slots[i].hits_fast, __ATOMIC_RELAXED);
     }
     tmp.gets += hits;
     tmp.hits_fast += hits;
-    tmp.deregs += __atomic_load_n(&rcache->path_deregs, __ATOMIC_RELAXED);
+    tmp.deregs += __atomic_load_n(&rcache->stats.path_deregs, __ATOMIC_RELAXED);
     *stats = tmp;
     return UCS_OK;
 }

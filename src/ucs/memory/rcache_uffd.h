@@ -13,8 +13,9 @@
  *    spinlock held (libucm takes its own lock); between
  *    ucs_rcache_uffd_span_check_locked() and
  *    ucs_rcache_uffd_span_update_locked() of the same registration;
- *  - unmaps: the cache's count of unmap events handled (its lock), so
- *    that a span learnt while an unmap was handled is not kept.
+ *  - unmaps: the cache's count of unmap events handled (maps.unmaps,
+ *    rcache_prot.h; its lock), so that a span learnt while an unmap was
+ *    handled is not kept.
  */
 #ifndef UCS_RCACHE_UFFD_H_
 #define UCS_RCACHE_UFFD_H_
