@@ -33,7 +33,7 @@
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
 #      SKIP_VM_TESTS=1), then the stage across two VMs
-#      (contrib/vm-tests/60-two-nodes.sh, 3-8 min more, 2 x 2 GiB guest
+#      (contrib/vm-tests/60-two-nodes.sh, 3-9 min more, 2 x 2 GiB guest
 #      memory); --no-two-nodes (or VM_TEST_NODES=1) leaves that out, and so
 #      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given
 set -euo pipefail

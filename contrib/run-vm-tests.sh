@@ -53,9 +53,9 @@ if [ "${RXE_VM:-0}" != 1 ]; then
     stop_vm() {
         echo "vm-tests: interrupted (signal $1); stopping the VM run" >&2
         if [ -n "$vmpid" ]; then
-            kill -TERM "$vmpid" 2>/dev/null
+            kill -TERM "$vmpid" 2>/dev/null || true
             for _ in $(seq 30); do kill -0 "$vmpid" 2>/dev/null || break; sleep 1; done
-            kill -KILL "$vmpid" 2>/dev/null
+            kill -KILL "$vmpid" 2>/dev/null || true
         fi
         exit $((128 + $2))
     }
