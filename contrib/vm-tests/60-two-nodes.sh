@@ -116,29 +116,37 @@ done
 # ib_pair NAME WHERE TOOL ARGS..: Debian's perftest, server on node2 or
 # node1, client on node1 (retrying while the server starts)
 ib_pair() {
-    local name=$1 where=$2 tool=$3 host spid crc=1 src
+    local name=$1 where=$2 tool=$3 host spid crc src try t0
     shift 3
-    port=$((port + 1))
-    if [ "$where" = cross ]; then
-        timeout -k 5 $((T + 30)) ssh "$peer" "timeout -k 5 $T $tool -d $dev -x $gid -p $port $*" \
-            > "$tmp/$name.srv" 2>&1 &
-        host=$peer
-    else
-        timeout -k 5 $T "$tool" -d "$dev" -x "$gid" -p $port "$@" > "$tmp/$name.srv" 2>&1 &
-        host=127.0.0.1
-    fi
-    spid=$!
-    for _ in $(seq 20); do
-        sleep 1
-        timeout -k 5 $T "$tool" -d "$dev" -x "$gid" -p $port "$@" $host > "$tmp/$name.out" 2>&1 && { crc=0; break; }
-        kill -0 $spid 2>/dev/null || break
+    # Debian's perftest on rxe hung now and then under load (both sides
+    # until the time limit, run I): one more try before it is a failure
+    for try in 1 2; do
+        port=$((port + 1))
+        t0=$SECONDS
+        if [ "$where" = cross ]; then
+            timeout -k 5 $((T + 30)) ssh "$peer" "timeout -k 5 $T $tool -d $dev -x $gid -p $port $*" \
+                > "$tmp/$name.srv" 2>&1 &
+            host=$peer
+        else
+            timeout -k 5 $T "$tool" -d "$dev" -x "$gid" -p $port "$@" > "$tmp/$name.srv" 2>&1 &
+            host=127.0.0.1
+        fi
+        spid=$!
+        for _ in $(seq 20); do
+            sleep 1
+            crc=0
+            timeout -k 5 $T "$tool" -d "$dev" -x "$gid" -p $port "$@" $host > "$tmp/$name.out" 2>&1 || crc=$?
+            [ $crc = 0 ] && break
+            kill -0 $spid 2>/dev/null || break
+        done
+        wait $spid
+        src=$?
+        [ $crc = 0 ] && [ $src = 0 ] && return 0
+        echo "  $tool $name: client exit $crc, server exit $src after $((SECONDS - t0)) s (124: time limit)"
+        [ $try = 2 ] || echo "  $tool $name: once more"
     done
-    wait $spid
-    src=$?
-    if [ $crc != 0 ] || [ $src != 0 ]; then
-        fail "$tool $name failed"; tail -n 5 "$tmp/$name.out" "$tmp/$name.srv"
-        return 1
-    fi
+    fail "$tool $name failed twice"; tail -n 5 "$tmp/$name.out" "$tmp/$name.srv"
+    return 1
 }
 # the numbers row of perftest's table: column N
 ib_col() { awk -v f="$2" '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ {v = $f} END {print v}' "$tmp/$1.out"; }
