@@ -142,7 +142,7 @@ ib_pair() {
         wait $spid
         src=$?
         [ $crc = 0 ] && [ $src = 0 ] && return 0
-        echo "  $tool $name: client exit $crc, server exit $src after $((SECONDS - t0)) s (124: time limit)"
+        echo "  $tool $name: client exit $crc, server exit $src after $((SECONDS - t0)) s (124 = time limit)"
         [ $try = 2 ] || echo "  $tool $name: once more"
     done
     fail "$tool $name failed twice"; tail -n 5 "$tmp/$name.out" "$tmp/$name.srv"
