@@ -3,7 +3,7 @@
 # The whole test suite: what CI runs (.ci/run) and what the README tells
 # users to run.
 #
-#   contrib/run-tests.sh [--install-deps] [--quick] [--two-nodes]
+#   contrib/run-tests.sh [--install-deps] [--quick] [--no-two-nodes|--two-nodes]
 #
 # Stages (each prints its own summary; the script fails if one fails):
 #   0. format: every tracked C/C++ source as .clang-format has it
@@ -33,8 +33,10 @@
 #      reuses its UCX build there)
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
-#      SKIP_VM_TESTS=1); with --two-nodes (or VM_TEST_NODES=2) also the
-#      stage across two VMs (contrib/vm-tests/60-two-nodes.sh, ~10 min more)
+#      SKIP_VM_TESTS=1), then the stage across two VMs
+#      (contrib/vm-tests/60-two-nodes.sh, 3-9 min more, 2 x 2 GiB guest
+#      memory); --no-two-nodes (or VM_TEST_NODES=1) leaves that out, and so
+#      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 install_deps=0
@@ -44,9 +46,11 @@ for arg in "$@"; do
     --install-deps) install_deps=1 ;;
     --quick) quick=1 ;;
     --two-nodes) export VM_TEST_NODES=2 ;;
+    --no-two-nodes) export VM_TEST_NODES=1 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
     esac
 done
+[ $quick -eq 1 ] && export VM_TEST_NODES=${VM_TEST_NODES:-1}
 
 [ $install_deps -eq 1 ] && "$top/contrib/deps.sh"
 

@@ -18,8 +18,11 @@
 # reported SKIPPED with the reason when that kernel cannot be fetched.
 # Scripts marked "# vm-nodes: 2" run on node1 of a boot of two VMs joined by
 # one link (rxe-vm.sh --nodes 2; they reach node2 with ssh), one boot for all
-# of them, only when VM_TEST_NODES=2 (or contrib/run-tests.sh --two-nodes)
-# asks for it: otherwise they are reported SKIPPED with that reason.
+# of them, after the single-VM boots; VM_TEST_NODES=1 (contrib/run-tests.sh
+# --no-two-nodes or --quick) leaves them out, reported SKIPPED with that
+# reason.  A script over its time limit is killed with everything it
+# started and reported FAILED (timed out); a boot is stopped (its qemus
+# killed, its network namespace gone) when this driver is interrupted.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd -P)
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [PATTERN]" >&2; exit 2; }
@@ -44,16 +47,30 @@ if [ "${RXE_VM:-0}" != 1 ]; then
                 [ -f "$s" ] && script_boot "$s"; done | awk '!seen[$0]++')
     rc=0
     klog=$(mktemp)
+    vmpid=
     trap 'rm -f "$klog"' EXIT
+    # interrupted: stop the boot in progress (rxe-vm.sh kills its qemus)
+    stop_vm() {
+        echo "vm-tests: interrupted (signal $1); stopping the VM run" >&2
+        if [ -n "$vmpid" ]; then
+            kill -TERM "$vmpid" 2>/dev/null || true
+            for _ in $(seq 30); do kill -0 "$vmpid" 2>/dev/null || break; sleep 1; done
+            kill -KILL "$vmpid" 2>/dev/null || true
+        fi
+        exit $((128 + $2))
+    }
+    trap 'stop_vm TERM 15' TERM
+    trap 'stop_vm INT 2' INT
+    trap 'stop_vm HUP 1' HUP
     for b in $boots; do
         k=${b%%/*}
         m=${b#*/}; m=${m%/*}
         n=${b##*/}
-        if [ "$n" != 1 ] && [ "${VM_TEST_NODES:-1}" != "$n" ]; then
+        if [ "$n" -gt "${VM_TEST_NODES:-2}" ]; then
             for s in "$top"/contrib/vm-tests/$pattern.sh; do
                 [ -f "$s" ] && [ "$(script_boot "$s")" = "$b" ] || continue
-                echo "=== vm: $(basename "$s" .sh): SKIPPED (needs $n nodes: VM_TEST_NODES=$n" \
-                     "or contrib/run-tests.sh --two-nodes)"
+                echo "=== vm: $(basename "$s" .sh): SKIPPED (needs $n VMs; VM_TEST_NODES is" \
+                     "${VM_TEST_NODES:-2}: --no-two-nodes or --quick of contrib/run-tests.sh)"
             done
             continue
         fi
@@ -70,9 +87,13 @@ if [ "${RXE_VM:-0}" != 1 ]; then
         # TCG, seen once in ~10 boots of 6.18): one more boot
         for try in 1 2; do
             r=0
+            # in the background, so that a signal reaches the trap above at once
             RXE_VM_KERNEL=$k RXE_VM_MTU=$m VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" \
                 --nodes "$n" -- \
-                bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" || r=$?
+                bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" &
+            vmpid=$!
+            wait $vmpid || r=$?
+            vmpid=
             [ $r = 125 ] && [ $try = 1 ] || break
             echo "vm-tests: boot $b failed (exit 125); booting once more"
         done
@@ -95,7 +116,12 @@ for script in "$top"/contrib/vm-tests/$pattern.sh; do
         echo "=== vm: $name: ok ($((SECONDS - t0)) s)"
     else
         rc=$?
-        echo "=== vm: $name: FAILED (exit $rc, $((SECONDS - t0)) s)"
+        if [ $rc = 124 ] || [ $rc = 137 ]; then
+            echo "=== vm: $name: FAILED (timed out: killed after its limit of" \
+                 "${VM_TEST_TIMEOUT:-${limit:-600}} s, '# vm-timeout' or VM_TEST_TIMEOUT)"
+        else
+            echo "=== vm: $name: FAILED (exit $rc, $((SECONDS - t0)) s)"
+        fi
         failed+=("$name")
     fi
 done
