@@ -8,6 +8,7 @@
  * (raised before the call and once more after it).
  */
 #include "common/ucm_test.h"
+#include "file_fixture.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,33 +29,17 @@ namespace
 
 using namespace ucmt;
 
-class Trunc : public ucmt::test
+class Trunc : public ucmt::file_test
 {
   protected:
-    void TearDown() override
-    {
-        for (size_t i = 0; i < m_maps.size(); ++i) {
-            munmap(m_maps[i].first, m_maps[i].second);
-        }
-        for (size_t i = 0; i < m_fds.size(); ++i) {
-            close(m_fds[i]);
-        }
-        for (size_t i = 0; i < m_paths.size(); ++i) {
-            unlink(m_paths[i].c_str());
-        }
-        ucmt::test::TearDown();
-    }
-
     /* a memfd of len bytes, closed at the end of the test */
     int memfd(size_t len)
     {
-        int fd = memfd_create("ucmt-trunc", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        int fd = keep_fd(
+            memfd_create("ucmt-trunc", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 
-        if (fd >= 0) {
-            m_fds.push_back(fd);
-            if (ftruncate(fd, (off_t)len) != 0) {
-                return -1;
-            }
+        if ((fd >= 0) && (ftruncate(fd, (off_t)len) != 0)) {
+            return -1;
         }
         return fd;
     }
@@ -72,7 +57,7 @@ class Trunc : public ucmt::test
         if (fd < 0) {
             return -1;
         }
-        m_fds.push_back(fd);
+        keep_fd(fd);
         m_paths.push_back(&buf[0]);
         *path = &buf[0];
         return (ftruncate(fd, (off_t)len) == 0) ? fd : -1;
@@ -100,18 +85,6 @@ class Trunc : public ucmt::test
             fd = -1;
         }
         return fd;
-    }
-
-    char *map(int fd, size_t len, int flags, off_t offset = 0, void *at = NULL)
-    {
-        void *p = mmap(at, len, PROT_READ | PROT_WRITE,
-                       flags | (at != NULL ? MAP_FIXED : 0), fd, offset);
-
-        if (p == MAP_FAILED) {
-            return NULL;
-        }
-        m_maps.push_back(std::make_pair(p, len));
-        return (char *)p;
     }
 
     /* every change reported twice; kept pages faulted back in */
@@ -158,10 +131,6 @@ class Trunc : public ucmt::test
             },
             3, {range_t((uintptr_t)p + 2 * ps, 3 * ps)}, exact);
     }
-
-    std::vector<std::pair<void *, size_t>> m_maps;
-    std::vector<int> m_fds;
-    std::vector<std::string> m_paths;
 };
 
 TEST_F(Trunc, FtruncateShrinkSharedMemfd)
