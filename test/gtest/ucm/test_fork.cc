@@ -221,12 +221,35 @@ struct worker_set {
     }
 };
 
+/* Outcomes of forked children: those that hung (killed after the
+ * timeout), those that exited with an error, and the first of those. */
+struct child_tally {
+    unsigned hung   = 0;
+    unsigned failed = 0;
+    std::string first_failure;
+
+    void wait(pid_t pid, int timeout_s)
+    {
+        int status = 0;
+        bool timed_out;
+
+        if (!wait_child(pid, timeout_s, &status, &timed_out)) {
+            ++hung;
+        } else if ((!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) &&
+                   (failed++ == 0)) {
+            first_failure = WIFEXITED(status)
+                                ? "exit " + std::to_string(WEXITSTATUS(status))
+                                : "signal " + std::to_string(WTERMSIG(status));
+        }
+    }
+};
+
 TEST_F(Fork, ForkWhileThreadsInHooks)
 {
     const unsigned forks = scaled(40, 2);
-    unsigned i, failed = 0, hung = 0;
     worker_set workers;
-    std::string first_failure;
+    child_tally children;
+    unsigned i;
 
     workers.start(scaled(3, 1), 1);
     for (i = 0; i < forks; ++i) {
@@ -235,25 +258,12 @@ TEST_F(Fork, ForkWhileThreadsInHooks)
             _exit(child_check_events());
         }
         ASSERT_GT(pid, 0);
-        int status = 0;
-        bool timed_out;
-        if (!wait_child(pid, 60, &status, &timed_out)) {
-            ++hung;
-            continue;
-        }
-        if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
-            if (failed++ == 0) {
-                first_failure =
-                    WIFEXITED(status)
-                        ? "exit " + std::to_string(WEXITSTATUS(status))
-                        : "signal " + std::to_string(WTERMSIG(status));
-            }
-        }
+        children.wait(pid, 60);
     }
     workers.stop();
-    EXPECT_EQ(0u, hung) << "children hung (killed after 60 s)";
-    EXPECT_EQ(0u, failed) << "children without events; first: "
-                          << first_failure;
+    EXPECT_EQ(0u, children.hung) << "children hung (killed after 60 s)";
+    EXPECT_EQ(0u, children.failed)
+        << "children without events; first: " << children.first_failure;
     EXPECT_GT(worker_iters.load(), 0);
 }
 
@@ -282,10 +292,9 @@ void forking_cb(ucm_event_type_t, ucm_event_t *event, void *)
 
 /* Rounds of: a munmap whose handler forks; the child checks that a new
  * handler sees a munmap there (child_check_events) and exits with its
- * code.  Counts the children that hung (killed after timeout_s) and those
- * that exited with an error; the first of those is described. */
-void fork_in_handler_rounds(unsigned rounds, int timeout_s, unsigned *hung,
-                            unsigned *failed, std::string *first_failure)
+ * code, which *children tallies (a child waited for timeout_s at most). */
+void fork_in_handler_rounds(unsigned rounds, int timeout_s,
+                            child_tally *children)
 {
     const size_t ps = page_size();
     unsigned r;
@@ -309,33 +318,21 @@ void fork_in_handler_rounds(unsigned rounds, int timeout_s, unsigned *hung,
         ASSERT_EQ(2, handler_fork_state.load()) << "fork in handler failed";
         /* (no readable(p) check here: a worker may have mapped it again) */
         EXPECT_EQ(0, ret);
-        int status = 0;
-        bool timed_out;
-        if (!wait_child(handler_fork_pid, timeout_s, &status, &timed_out)) {
-            ++*hung;
-            continue;
-        }
-        if ((!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) &&
-            ((*failed)++ == 0)) {
-            *first_failure = WIFEXITED(status)
-                                 ? "exit " + std::to_string(WEXITSTATUS(status))
-                                 : "signal " + std::to_string(WTERMSIG(status));
-        }
+        children->wait(handler_fork_pid, timeout_s);
     }
     ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, forking_cb, NULL);
 }
 
 TEST_F(Fork, ForkFromEventHandler)
 {
-    unsigned hung = 0, failed = 0;
-    std::string first_failure;
     worker_set workers;
+    child_tally children;
 
     workers.start(scaled(2, 1), 1);
-    fork_in_handler_rounds(scaled(10, 1), 60, &hung, &failed, &first_failure);
+    fork_in_handler_rounds(scaled(10, 1), 60, &children);
     workers.stop();
-    EXPECT_EQ(0u, hung) << "children forked in a handler hung (60 s)";
-    EXPECT_EQ(0u, failed) << "first: " << first_failure;
+    EXPECT_EQ(0u, children.hung) << "children forked in a handler hung (60 s)";
+    EXPECT_EQ(0u, children.failed) << "first: " << children.first_failure;
 }
 
 /* glibc does not re-initialize, in a forked child, the loader lock that a
@@ -346,15 +343,14 @@ TEST_F(Fork, ForkFromEventHandler)
  * locks.  Without that, about 1 child in 15 hangs here. */
 TEST_F(Fork, ForkFromEventHandlerWhileObjectsWalked)
 {
-    unsigned hung = 0, failed = 0;
-    std::string first_failure;
     worker_set workers;
+    child_tally children;
 
     workers.start(0, 0, 1);
-    fork_in_handler_rounds(scaled(100, 10), 10, &hung, &failed, &first_failure);
+    fork_in_handler_rounds(scaled(100, 10), 10, &children);
     workers.stop();
-    EXPECT_EQ(0u, hung) << "children hung at their first walk (10 s)";
-    EXPECT_EQ(0u, failed) << "first: " << first_failure;
+    EXPECT_EQ(0u, children.hung) << "children hung at their first walk (10 s)";
+    EXPECT_EQ(0u, children.failed) << "first: " << children.first_failure;
     EXPECT_GT(worker_iters.load(), 0) << "no walk ran beside the forks";
 }
 
