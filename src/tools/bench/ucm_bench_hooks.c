@@ -123,6 +123,8 @@ typedef enum {
     K_PUNCH_EV,
     K_REMOVE_NS, /* the same with madvise(MADV_REMOVE) */
     K_REMOVE_EV,
+    K_MEMFD_NS, /* memfd_create + close (UCX_MEM_FILE_WATCH=y: + reopen) */
+    K_MEMFD_EV,
     K_RETRIED_PCT, /* timed rounds retried because the worker was preempted */
     K_LAST
 } bench_key_t;
@@ -150,6 +152,8 @@ static const char *bench_key_names[K_LAST] = {
     [K_PUNCH_EV]       = "punch_hole_events",
     [K_REMOVE_NS]      = "madv_remove_ns",
     [K_REMOVE_EV]      = "madv_remove_events",
+    [K_MEMFD_NS]       = "memfd_create_ns",
+    [K_MEMFD_EV]       = "memfd_create_events",
 };
 
 /* Rows of the main table */
@@ -175,6 +179,7 @@ static const struct {
     {K_TRUNC_NS, "ftruncate grow+shrink, mapped", "ns", ROW_RATIO},
     {K_PUNCH_NS, "write+PUNCH_HOLE a page, mapped", "ns", ROW_RATIO},
     {K_REMOVE_NS, "write+MADV_REMOVE a page, mapped", "ns", ROW_RATIO},
+    {K_MEMFD_NS, "memfd_create+close", "ns", ROW_RATIO},
     {K_INSTALL_US, "first install", "us", ROW_ABS},
 };
 
@@ -193,6 +198,7 @@ static const struct {
     {K_TRUNC_EV, "ftruncate grow+shrink"},
     {K_PUNCH_EV, "write+PUNCH_HOLE"},
     {K_REMOVE_EV, "write+MADV_REMOVE"},
+    {K_MEMFD_EV, "memfd_create+close"},
 };
 
 #define BENCH_NEVROWS (sizeof(bench_event_rows) / sizeof(bench_event_rows[0]))
@@ -494,6 +500,22 @@ static void __attribute__((noinline)) bench_loop_madv_remove(long iters)
             bench_out("fail madvise: %s", strerror(errno));
             _exit(3);
         }
+    }
+}
+
+/* With UCX_MEM_FILE_WATCH=y our hook also reopens each memfd. */
+static void __attribute__((noinline)) bench_loop_memfd(long iters)
+{
+    long i;
+    int fd;
+
+    for (i = 0; i < iters; ++i) {
+        fd = memfd_create("ucm_bench_memfd", MFD_CLOEXEC);
+        if (fd < 0) {
+            bench_out("fail memfd_create: %s", strerror(errno));
+            _exit(3);
+        }
+        close(fd);
     }
 }
 
@@ -855,6 +877,8 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
     bench_report(K_PUNCH_NS, K_PUNCH_EV, value, events);
     value = bench_measure(bench_loop_madv_remove, rounds, target_ns, &events);
     bench_report(K_REMOVE_NS, K_REMOVE_EV, value, events);
+    value = bench_measure(bench_loop_memfd, rounds, target_ns, &events);
+    bench_report(K_MEMFD_NS, K_MEMFD_EV, value, events);
 
     if ((bench_dl_path == NULL) || (bench_dl_path[0] == '\0')) {
         bench_out("skip %s no module to dlopen (use --dl PATH)",

@@ -27,7 +27,9 @@
 typedef struct {
     ucm_filemap_cb_t cb;
     void *arg;
-    int rebuilt; /* this lookup rebuilt the table already */
+    int rebuilt;             /* this lookup rebuilt the table already */
+    ucm_filemap_key_t *file; /* the file looked up, if only one; or NULL */
+    unsigned files;          /* distinct files looked up: 0, 1, 2 (more) */
     unsigned count;
     struct {
         uintptr_t start, end;
@@ -387,7 +389,17 @@ static void ucm_filemap_walk_key(const ucm_filemap_key_t *key, uint64_t lo,
 static void ucm_filemap_report_key(const ucm_filemap_key_t *key, uint64_t lo,
                                    uint64_t hi, ucm_filemap_batch_t *b)
 {
-    ucm_filemap_answer_t answer = ucm_filemap_find(key, lo, hi, b);
+    ucm_filemap_answer_t answer;
+
+    if (b->file != NULL) {
+        if (b->files == 0) {
+            *b->file = *key;
+            b->files = 1;
+        } else if (!ucm_filemap_key_match(b->file, key)) {
+            b->files = 2;
+        }
+    }
+    answer = ucm_filemap_find(key, lo, hi, b);
 
     if ((answer == UCM_FILEMAP_UNKNOWN) && !b->rebuilt) {
         /* perhaps mapped only behind libucm's back (a raw system call): the
@@ -525,17 +537,21 @@ static void ucm_filemap_range_from_maps(uintptr_t addr, uintptr_t end,
     }
 }
 
-void ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
-                              ucm_filemap_cb_t cb, void *arg)
+int ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
+                             ucm_filemap_cb_t cb, void *arg,
+                             ucm_filemap_key_t *file_p)
 {
     size_t page           = ucm_sys_page_size();
     ucm_filemap_batch_t b = {.cb = cb, .arg = arg, .count = 0};
+    ucm_filemap_key_t file;
     uintptr_t end;
 
+    b.file  = (file_p != NULL) ? &file : NULL;
+    b.files = 0;
     addr &= ~(page - 1);
     end = (addr + len + page - 1) & ~(page - 1);
     if (end <= addr) {
-        return;
+        return 0;
     }
     b.rebuilt = ucm_filemap_prepare();
     if (ucm_filemap_range_from_table(addr, end, &b,
@@ -554,6 +570,11 @@ void ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
     ucm_filemap_range_from_maps(addr, end, &b);
 out:
     ucm_filemap_batch_flush(&b);
+    if ((file_p == NULL) || (b.files != 1)) {
+        return 0;
+    }
+    *file_p = file;
+    return 1;
 }
 
 /* ---- fork ---- */

@@ -78,9 +78,12 @@ void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
  * those file offsets, this range included.  'gaps_matter': a part of the
  * range that the table has no entry for may be a file mapping made behind
  * libucm's back (rebuild the table to know), rather than anonymous memory
- * the call does not concern (MADV_REMOVE applies to file mappings only). */
-void ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
-                              ucm_filemap_cb_t cb, void *arg);
+ * the call does not concern (MADV_REMOVE applies to file mappings only).
+ * Returns 1 and sets *file_p (if not NULL) when the range maps one file
+ * only; 0 otherwise. */
+int ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
+                             ucm_filemap_cb_t cb, void *arg,
+                             ucm_filemap_key_t *file_p);
 
 /* ---- feeding (the hooks, after a successful call) ---- */
 

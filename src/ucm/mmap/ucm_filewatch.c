@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 
@@ -169,23 +170,61 @@ static char *ucm_filewatch_fmt(char *p, unsigned long x, unsigned base)
     return p;
 }
 
-void ucm_filewatch_add_fd(int fd, const struct stat *st)
+/* "/proc/self/fd/<fd>" into path[UCM_FILEWATCH_FD_PATH]. */
+#define UCM_FILEWATCH_FD_PATH 48
+static void ucm_filewatch_fd_path(char *path, int fd)
 {
     static const char prefix[] = "/proc/self/fd/";
+    char *p;
+
+    memcpy(path, prefix, sizeof(prefix) - 1);
+    p  = ucm_filewatch_fmt(path + sizeof(prefix) - 1, (unsigned)fd, 10);
+    *p = '\0';
+}
+
+void ucm_filewatch_add_fd(int fd, const struct stat *st)
+{
+    char path[UCM_FILEWATCH_FD_PATH];
     ucm_filemap_key_t key;
-    char path[48], *p;
 
     if ((ucm_filewatch_fd < 0) || (fd < 0)) {
         return;
     }
-    memcpy(path, prefix, sizeof(prefix) - 1);
-    p             = ucm_filewatch_fmt(path + sizeof(prefix) - 1, fd, 10);
-    *p            = '\0';
+    ucm_filewatch_fd_path(path, fd);
     key.kind      = UCM_FILEMAP_FILE;
     key.ino       = st->st_ino;
     key.dev       = st->st_dev;
     key.dev_known = 1;
     ucm_filewatch_add_path(path, &key);
+}
+
+void ucm_filewatch_reopen_memfd(int fd, unsigned flags)
+{
+    char path[UCM_FILEWATCH_FD_PATH];
+    int saved_errno = errno;
+    long nfd, ret;
+
+    if ((ucm_filewatch_fd < 0) || (fd < 0)) {
+        return;
+    }
+    ucm_filewatch_fd_path(path, fd);
+    nfd = ucm_sys_open(path, O_RDWR | O_CLOEXEC);
+    if (nfd < 0) {
+        ucm_debug("memfd %d: open %s: error %ld: its hole punches are not "
+                  "watched",
+                  fd, path, -nfd);
+        goto out;
+    }
+    ret = ucm_sys_syscall6(SYS_dup3, nfd, fd,
+                           (flags & MFD_CLOEXEC) ? O_CLOEXEC : 0, 0, 0, 0);
+    if (ret < 0) {
+        ucm_debug("memfd %d: dup3: error %ld: its hole punches are not "
+                  "watched",
+                  fd, -ret);
+    }
+    ucm_sys_close((int)nfd);
+out:
+    errno = saved_errno;
 }
 
 void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)

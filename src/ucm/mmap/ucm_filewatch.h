@@ -21,11 +21,12 @@
  * the kernel hands it to the main thread when that thread does not block
  * it, so a call made on the main thread is reported before it returns to
  * its caller; a call on another thread or in another process is reported
- * when the main thread next runs (microseconds).  Not seen: hole punches
- * through a descriptor the kernel does not notify for (memfd_create()'s own
- * descriptor, on kernels that stopped notifying for pseudo files), files
- * mapped by an inline mmap after installation, and a forked child (it
- * stops watching).
+ * when the main thread next runs (microseconds).  Recent kernels do not
+ * notify for memfd_create()'s own file (a pseudo file): the memfd_create
+ * hook replaces the new descriptor by the same inode opened by path, which
+ * does.  Not seen: hole punches through a memfd made by an inline system
+ * call or before the hooks were installed, files mapped by an inline mmap
+ * after installation, and a forked child (it stops watching).
  * Details: docs/internals-filemap.md.
  *
  * Contract: ucm_filewatch_on is 0 unless enabled at load time.  The add
@@ -60,6 +61,14 @@ void ucm_filewatch_init(void);
 
 /* A shared mapping of the regular file open as fd, described by st. */
 void ucm_filewatch_add_fd(int fd, const struct stat *st);
+
+/* A memfd just made by memfd_create(name, flags) as fd: replace it by the
+ * same file opened through /proc/self/fd/<fd> (dup3, close-on-exec as
+ * MFD_CLOEXEC asks), so that punches and MADV_REMOVE through it and through
+ * its mappings notify the watch.  The number, inode, seals (the inode's),
+ * access mode and offset (0) stay; where /proc or a descriptor is missing,
+ * fd stays as it was (one debug line). */
+void ucm_filewatch_reopen_memfd(int fd, unsigned flags);
 
 /* SysV segment shmid attached at [addr, addr + size). */
 void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid);

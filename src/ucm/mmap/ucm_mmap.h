@@ -29,7 +29,8 @@ typedef enum {
     UCM_HOOK_TRUNCATE64,
     UCM_HOOK_FALLOCATE,
     UCM_HOOK_FALLOCATE64,
-    UCM_HOOK_MALLOC, /* heap events in reloc mode (ucm_heap.h) */
+    UCM_HOOK_MEMFD_CREATE, /* the file watch's memfds (ucm_memfd.c) */
+    UCM_HOOK_MALLOC,       /* heap events in reloc mode (ucm_heap.h) */
     UCM_HOOK_CALLOC,
     UCM_HOOK_REALLOC,
     UCM_HOOK_REALLOCARRAY,
@@ -166,6 +167,7 @@ typedef void *(*ucm_dlmopen_func_t)(Lmid_t, const char *, int);
 typedef int (*ucm_ftruncate_func_t)(int, off_t);
 typedef int (*ucm_truncate_func_t)(const char *, off_t);
 typedef int (*ucm_fallocate_func_t)(int, int, off_t, off_t);
+typedef int (*ucm_memfd_create_func_t)(const char *, unsigned);
 
 /* libucm's own equivalents of the originals (no events, no libc code). */
 void *ucm_mmap_mremap_raw(void *old_address, size_t old_size, size_t new_size,
@@ -181,6 +183,10 @@ int ucm_trunc_fallocate(int fd, int mode, off_t offset, off_t len);
 int ucm_trunc_ftruncate_raw(int fd, off_t length);
 int ucm_trunc_truncate_raw(const char *path, off_t length);
 int ucm_trunc_fallocate_raw(int fd, int mode, off_t offset, off_t len);
+
+/* memfd_create() and its raw equivalent (ucm_memfd.c). */
+int ucm_memfd_create(const char *name, unsigned flags);
+int ucm_memfd_create_raw(const char *name, unsigned flags);
 
 /* Resolve the original functions (constructor). */
 void ucm_mmap_init(void);

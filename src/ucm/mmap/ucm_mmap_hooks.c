@@ -11,6 +11,7 @@
 #include "ucm_mmap.h"
 
 #include "ucm_filemap.h"
+#include "ucm_filewatch.h"
 
 #include <ucm/event/ucm_event.h>
 #include <ucm/malloc/ucm_heap.h>
@@ -405,8 +406,10 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     ucm_mmap_peek_t peek = UCM_MADVISE_PEEK();
     ucm_event_list_t *list =
         ucm_hook_enter(UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED);
+    const ucm_filemap_key_t *watch_prev = NULL;
+    ucm_filemap_key_t file;
+    int saved_errno, file_wide, one_file = 0;
     ucm_event_t event;
-    int saved_errno, file_wide;
 
     if (list == NULL) {
         return ucm_madvise_call_orig(addr, length, advice, &peek);
@@ -425,19 +428,30 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     file_wide = (list->events & UCM_EVENT_VM_UNMAPPED) &&
                 ucm_madvise_file_wide(event.madvise.advice);
     if (file_wide) {
-        ucm_filemap_report_range(
-            (uintptr_t)event.madvise.addr, event.madvise.length,
-            event.madvise.advice == MADV_REMOVE, ucm_madvise_report, list);
+        one_file = ucm_filemap_report_range((uintptr_t)event.madvise.addr,
+                                            event.madvise.length,
+                                            event.madvise.advice == MADV_REMOVE,
+                                            ucm_madvise_report, list, &file);
+    }
+    if (one_file) {
+        /* the file watch's signal for this call, taken on this thread,
+         * need not report what this hook reports (as ucm_trunc.c) */
+        watch_prev            = ucm_filewatch_covered;
+        ucm_filewatch_covered = &file;
     }
     event.madvise.result = ucm_madvise_call_orig(
         event.madvise.addr, event.madvise.length, event.madvise.advice, &peek);
     saved_errno = errno;
+    if (one_file) {
+        ucm_filewatch_covered = watch_prev;
+    }
     if (file_wide && (event.madvise.result == 0)) {
         /* as for truncation: a registration made between the event and
          * the removal holds the old pages */
-        ucm_filemap_report_range(
-            (uintptr_t)event.madvise.addr, event.madvise.length,
-            event.madvise.advice == MADV_REMOVE, ucm_madvise_report, list);
+        ucm_filemap_report_range((uintptr_t)event.madvise.addr,
+                                 event.madvise.length,
+                                 event.madvise.advice == MADV_REMOVE,
+                                 ucm_madvise_report, list, NULL);
     }
     ucm_hook_native_after(list, UCM_EVENT_MADVISE, &event);
     ucm_hook_leave(saved_errno);

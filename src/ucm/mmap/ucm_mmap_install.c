@@ -95,6 +95,9 @@ ucm_hook_func_t ucm_hook_funcs[UCM_HOOK_LAST] = {
     [UCM_HOOK_FALLOCATE64] =
         UCM_HOOK_ENTRY("fallocate64", ucm_trunc_fallocate,
                        ucm_trunc_fallocate_raw, UCM_EVENT_VM_UNMAPPED, 1),
+    [UCM_HOOK_MEMFD_CREATE] =
+        UCM_HOOK_ENTRY("memfd_create", ucm_memfd_create, ucm_memfd_create_raw,
+                       UCM_EVENT_VM_UNMAPPED, 1),
     [UCM_HOOK_MALLOC]  = UCM_HEAP_ENTRY("malloc", ucm_heap_malloc),
     [UCM_HOOK_CALLOC]  = UCM_HEAP_ENTRY("calloc", ucm_heap_calloc),
     [UCM_HOOK_REALLOC] = UCM_HEAP_ENTRY("realloc", ucm_heap_realloc),

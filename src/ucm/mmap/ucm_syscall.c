@@ -49,7 +49,8 @@ void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
     _X(_w, SYS_creat) \
     _X(_w, SYS_openat2) \
     _X(_w, SYS_remap_file_pages) \
-    _X(_w, SYS_process_madvise)
+    _X(_w, SYS_process_madvise) \
+    _X(_w, SYS_memfd_create)
 /* clang-format on */
 
 #define UCM_SYSCALL_CASE(_w, _n) case _n:
@@ -196,7 +197,7 @@ static long ucm_syscall_process_madvise(const long *a)
             if (advice == 25) { /* MADV_COLLAPSE: the file's pages */
                 ucm_filemap_report_range((uintptr_t)iov[i].iov_base,
                                          iov[i].iov_len, 0, ucm_syscall_report,
-                                         list);
+                                         list, NULL);
             }
         }
         ucm_hook_leave(errno);
@@ -231,6 +232,8 @@ static long ucm_syscall_route(long number, const long *a)
                                    (off_t)a[3]);
     case SYS_remap_file_pages: return ucm_syscall_remap_file_pages(a);
     case SYS_process_madvise: return ucm_syscall_process_madvise(a);
+    case SYS_memfd_create:
+        return ucm_memfd_create((const char *)a[0], (unsigned)a[1]);
     default: return ucm_syscall_open(number, a);
     }
 }

@@ -13,7 +13,8 @@
  *
  * Routed (x86_64 numbers): mmap, munmap, mremap, madvise, brk, shmat,
  * shmdt, ftruncate, truncate, fallocate, open/openat/creat with O_TRUNC,
- * remap_file_pages, process_madvise with an advice that discards pages.
+ * remap_file_pages, process_madvise with an advice that discards pages,
+ * memfd_create (the file watch's descriptor, ucm_filewatch.h).
  * brk keeps the kernel's convention (the new break, never -1).  A call
  * made inside an original function that a hook chains to (an interposer
  * whose munmap uses syscall()) goes straight to the kernel: the outer hook
