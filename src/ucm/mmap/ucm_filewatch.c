@@ -28,6 +28,8 @@
 #define UCM_FILEWATCH_FREE  0
 #define UCM_FILEWATCH_BUSY  (-1) /* being filled */
 #define UCM_FILEWATCH_GONE  (-2) /* removed: lookups go on past it */
+/* Loads of a slot being filled before giving up on its filler. */
+#define UCM_FILEWATCH_SETTLE_SPINS 4096
 
 /* Pages of pagemap read at once. */
 #define UCM_FILEWATCH_PM_BATCH   512
@@ -78,28 +80,70 @@ static unsigned ucm_filewatch_hash(int wd)
     return (unsigned)wd & (UCM_FILEWATCH_SLOTS - 1);
 }
 
+/* The value of slot i once a filler is done with it: a filler holds BUSY
+ * for a few stores, so wait for it, but not forever (the filler may be this
+ * thread, interrupted by a signal whose handler maps a file). */
+static int ucm_filewatch_slot_settled(unsigned i)
+{
+    int cur, spins;
+
+    for (spins = 0; spins < UCM_FILEWATCH_SETTLE_SPINS; ++spins) {
+        cur = __atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE);
+        if (cur != UCM_FILEWATCH_BUSY) {
+            return cur;
+        }
+        if (spins >= UCM_FILEWATCH_SETTLE_SPINS / 2) {
+            ucm_sys_sched_yield(); /* the filler was preempted */
+        }
+    }
+    return UCM_FILEWATCH_BUSY;
+}
+
+/* One slot per watch descriptor: inotify gives the same wd for every watch
+ * of one inode, and two threads mapping a new file at once both add it.
+ * The whole probe chain is looked at first (wd may sit past a removed
+ * slot), waiting for slots being filled; then the first free or removed
+ * slot is claimed, and a lost claim looks again. */
 static void ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
 {
-    unsigned i, n;
-    int cur;
+    unsigned i, n, attempt, claim;
+    int cur, claim_cur;
 
-    for (n = 0, i = ucm_filewatch_hash(wd); n < UCM_FILEWATCH_SLOTS;
-         ++n, i   = (i + 1) & (UCM_FILEWATCH_SLOTS - 1)) {
-        cur = __atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE);
-        if (cur == wd) {
-            return; /* the same inode again */
+    for (attempt = 0; attempt < UCM_FILEWATCH_SLOTS; ++attempt) {
+        claim     = UCM_FILEWATCH_SLOTS;
+        claim_cur = UCM_FILEWATCH_FREE;
+        for (n = 0, i = ucm_filewatch_hash(wd); n < UCM_FILEWATCH_SLOTS;
+             ++n, i   = (i + 1) & (UCM_FILEWATCH_SLOTS - 1)) {
+            cur = ucm_filewatch_slot_settled(i);
+            if (cur == wd) {
+                return; /* the same inode again */
+            }
+            if (((cur == UCM_FILEWATCH_FREE) || (cur == UCM_FILEWATCH_GONE)) &&
+                (claim == UCM_FILEWATCH_SLOTS)) {
+                claim     = i;
+                claim_cur = cur;
+            }
+            if (cur == UCM_FILEWATCH_FREE) {
+                break; /* the end of the chain */
+            }
         }
-        if (((cur == UCM_FILEWATCH_FREE) || (cur == UCM_FILEWATCH_GONE)) &&
-            __atomic_compare_exchange_n(&ucm_filewatch_slots[i].wd, &cur,
-                                        UCM_FILEWATCH_BUSY, 0, __ATOMIC_ACQUIRE,
-                                        __ATOMIC_RELAXED)) {
-            ucm_filewatch_slots[i].key = *key;
-            __atomic_store_n(&ucm_filewatch_slots[i].wd, wd, __ATOMIC_RELEASE);
+        if (claim == UCM_FILEWATCH_SLOTS) {
+            /* full: without a key the events of this watch cannot be
+             * reported */
+            ucm_sys_syscall6(SYS_inotify_rm_watch, ucm_filewatch_fd, wd, 0, 0,
+                             0, 0);
+            return;
+        }
+        if (__atomic_compare_exchange_n(&ucm_filewatch_slots[claim].wd,
+                                        &claim_cur, UCM_FILEWATCH_BUSY, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            ucm_filewatch_slots[claim].key = *key;
+            __atomic_store_n(&ucm_filewatch_slots[claim].wd, wd,
+                             __ATOMIC_RELEASE);
             return;
         }
     }
-    /* full: without a key the events of this watch cannot be reported */
-    ucm_sys_syscall6(SYS_inotify_rm_watch, ucm_filewatch_fd, wd, 0, 0, 0, 0);
+    /* claims lost to other threads every time: the table kept changing */
 }
 
 /* Slot of wd, or -1. */

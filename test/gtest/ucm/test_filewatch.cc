@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -486,6 +487,99 @@ UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
     return FW_OK;
 }
 
+/* Events lost to a full inotify queue: the watch then reports every
+ * watched file.  A /dev/shm file is first mapped by several threads at
+ * once (each may add the same watch: one slot must come of it), the
+ * watch's signal is held back, other watched files are written until the
+ * queue overflows, and then the file is shrunk by an inline ftruncate
+ * whose event the full queue drops.  When the signal comes, the removed
+ * pages must be reported, once in each mapping. */
+UCMT_CHILD_SCENARIO(fw_queue_overflow)
+{
+    const size_t ps = page_size(), len = 4 * ps;
+    const int nthreads = 4, nwrites = 40000;
+    std::string path;
+    pthread_t threads[nthreads];
+    char *maps[nthreads] = {};
+    int fds[3], ret = fw_handler();
+    sigset_t set;
+
+    if (ret != FW_OK) {
+        return ret;
+    }
+    for (int f = 0; f < 3; ++f) {
+        fds[f] = fw_shm_file(len, &path);
+        if (fds[f] < 0) {
+            return FW_SETUP;
+        }
+        unlink(path.c_str());
+    }
+    /* the first mappings of fds[0], made at once */
+    struct race_arg {
+        int fd;
+        char **map;
+    } args[nthreads];
+    for (int t = 0; t < nthreads; ++t) {
+        args[t] = {fds[0], &maps[t]};
+        if (pthread_create(
+                &threads[t], NULL,
+                [](void *p) -> void * {
+                    race_arg *a = (race_arg *)p;
+                    *a->map     = fw_map(a->fd, 4 * page_size());
+                    return NULL;
+                },
+                &args[t]) != 0) {
+            return FW_SETUP;
+        }
+    }
+    for (int t = 0; t < nthreads; ++t) {
+        pthread_join(threads[t], NULL);
+        if (maps[t] == NULL) {
+            return FW_SETUP;
+        }
+    }
+    for (int f = 1; f < 3; ++f) {
+        char *p = fw_map(fds[f], len);
+
+        if (p == NULL) {
+            return FW_SETUP;
+        }
+        touch(p, len); /* their reports then raise nothing */
+    }
+    sigemptyset(&set);
+    sigaddset(&set, SIGRTMAX - 2);
+    return fw_check(
+        {range_t((uintptr_t)maps[0], len), range_t((uintptr_t)maps[1], len)},
+        [&]() {
+            long r = 0;
+
+            sigprocmask(SIG_BLOCK, &set, NULL);
+            /* alternate files: equal events in a row are merged */
+            for (int i = 0; (i < nwrites) && (r == 0); ++i) {
+                r = (pwrite(fds[1 + (i & 1)], "x", 1, 0) == 1) ? 0 : -1;
+            }
+            if (r == 0) {
+                r = ucmt_rawsys(SYS_ftruncate, fds[0], ps);
+            }
+            sigprocmask(SIG_UNBLOCK, &set, NULL);
+            if (r == 0) {
+                for (int t = 0; t < 2; ++t) {
+                    size_t n = oracle::events(UCM_EVENT_VM_UNMAPPED,
+                                              maps[t] + ps, 3 * ps)
+                                   .size();
+                    printf("mapping %d: %zu events (%zu dropped)\n", t, n,
+                           oracle::events_dropped());
+                    if (n != 1) {
+                        errno = EEXIST;
+                        r     = -1;
+                    }
+                }
+            }
+            return r;
+        },
+        6);
+}
+
 /* The descriptor that memfd_create() returns with the watch on is the same
  * memfd to the application: its number, close-on-exec as asked, access
  * mode, offset, seals, name; and hole punches through it notify. */
@@ -642,6 +736,11 @@ TEST_F(Filewatch, MemfdInlineMadviseRemoveOwnMapping)
 TEST_F(Filewatch, MemfdMadeInlineIsNotWatched)
 {
     run("fw_memfd_inline_punch");
+}
+
+TEST_F(Filewatch, QueueOverflowReportsEveryFileOnce)
+{
+    run("fw_queue_overflow");
 }
 
 TEST_F(Filewatch, HookedRemovalNotReportedAgain)
