@@ -24,6 +24,7 @@
 #include <sys/inotify.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -580,6 +581,43 @@ UCMT_CHILD_SCENARIO(fw_queue_overflow)
         6);
 }
 
+/* With no descriptor to spare for the reopen, memfd_create() still returns
+ * a working memfd, errno as the call left it: only the watch of its hole
+ * punches is lost. */
+UCMT_CHILD_SCENARIO(fw_memfd_no_spare_descriptor)
+{
+    struct rlimit rl, saved;
+    int fd, probe;
+
+    if (fw_handler() != FW_OK) {
+        return FW_HANDLER;
+    }
+    probe = dup(0);
+    if ((probe < 0) || (getrlimit(RLIMIT_NOFILE, &rl) != 0)) {
+        return FW_SETUP;
+    }
+    close(probe);
+    saved       = rl;
+    rl.rlim_cur = (rlim_t)probe + 1; /* room for one more descriptor */
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return FW_SETUP;
+    }
+    errno = 0;
+    fd    = memfd_create("ucmt-last", MFD_CLOEXEC);
+    printf("memfd %d (limit %llu), errno %d\n", fd,
+           (unsigned long long)rl.rlim_cur, errno);
+    if ((fd != probe) || (errno != 0) || (ftruncate(fd, page_size()) != 0) ||
+        (pwrite(fd, "x", 1, 0) != 1)) {
+        return FW_OP;
+    }
+    /* the reopen had no descriptor: fd is still the pseudo file */
+    if ((setrlimit(RLIMIT_NOFILE, &saved) != 0) ||
+        (!fw_kernel_notifies_memfd_punch() && fw_notifies_punch(fd))) {
+        return FW_SETUP;
+    }
+    return FW_OK;
+}
+
 /* The descriptor that memfd_create() returns with the watch on is the same
  * memfd to the application: its number, close-on-exec as asked, access
  * mode, offset, seals, name; and hole punches through it notify. */
@@ -746,6 +784,11 @@ TEST_F(Filewatch, QueueOverflowReportsEveryFileOnce)
 TEST_F(Filewatch, HookedRemovalNotReportedAgain)
 {
     run("fw_hooked_reported_once");
+}
+
+TEST_F(Filewatch, MemfdWithNoSpareDescriptor)
+{
+    run("fw_memfd_no_spare_descriptor");
 }
 
 TEST_F(Filewatch, MemfdDescriptorUnchangedForTheApplication)
