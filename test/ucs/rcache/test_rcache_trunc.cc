@@ -7,19 +7,36 @@
  * (/proc/self/pagemap), so a stale hit fails it.  Also: a registration made
  * between the VM_UNMAPPED event and the truncation itself (by a later
  * handler) is invalidated again after the call.
+ *
+ * The same removals made by an inline system call, which no hook sees, are
+ * reported by libucm's file watch (UCX_MEM_FILE_WATCH=y, read when libucm
+ * loads): rcache_trunc.inline_removals_watched runs the rcache_trunc_watched
+ * cases in child processes started with it, in both hook modes, with the
+ * userfaultfd monitor on and off.
  */
 #include "rcache_fixture.h"
 
+#include "../../common/rawsys.h"
+
 #include <ucm/api/ucm.h>
+#include <ucm/api/ucm_ext.h>
 #include <ucs/memory/rcache_ext.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 using namespace rcache_test;
 
@@ -125,4 +142,104 @@ TEST_F(rcache_trunc, register_during_truncate)
     ASSERT_EQ(0, ftruncate(m_fd, (off_t)m_len));
     memset(m_mem, 3, m_len);
     put(get(m_mem, m_len));
+}
+
+/* Set in the environment of the children that run rcache_trunc_watched. */
+#define RCACHE_TRUNC_WATCHED_ENV "RCACHE_TEST_WATCHED_CHILD"
+
+/* Removals by inline system calls: run only in a child of
+ * rcache_trunc.inline_removals_watched.  The hooks are installed before the
+ * memfd is made, as an application that registers memory has them. */
+class rcache_trunc_watched : public rcache_trunc
+{
+  protected:
+    void SetUp() override
+    {
+        if (getenv(RCACHE_TRUNC_WATCHED_ENV) == nullptr) {
+            GTEST_SKIP() << "runs in the children of "
+                            "rcache_trunc.inline_removals_watched, with "
+                            "UCX_MEM_FILE_WATCH=y";
+        }
+        ASSERT_EQ(UCS_OK, ucm_hooks_install());
+        rcache_trunc::SetUp();
+    }
+};
+
+TEST_F(rcache_trunc_watched, inline_shrink_regrow)
+{
+    check_invalidated([this]() {
+        return (int)(ucmt_rawsys(SYS_ftruncate, m_fd, 2 * page_size + 1) ||
+                     ucmt_rawsys(SYS_ftruncate, m_fd, m_len));
+    });
+}
+
+TEST_F(rcache_trunc_watched, inline_punch_hole)
+{
+    check_invalidated([this]() {
+        return (int)ucmt_rawsys(SYS_fallocate, m_fd,
+                                FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                page_size, 3 * page_size);
+    });
+}
+
+TEST_F(rcache_trunc_watched, inline_madvise_remove)
+{
+    check_invalidated([this]() {
+        return (int)ucmt_rawsys(SYS_madvise, m_mem + page_size, 3 * page_size,
+                                MADV_REMOVE);
+    });
+}
+
+/* Each hook mode, monitor on and off: the rcache_trunc_watched cases in a
+ * child with the watch on; its output is shown when it fails. */
+TEST_F(rcache_trunc, inline_removals_watched)
+{
+    static const char *const modes[] = {"bistro", "reloc"};
+    static const char *const uffd[]  = {"try", "no"};
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    ASSERT_GT(n, 0) << strerror(errno);
+    self[n] = '\0';
+    for (const char *mode : modes) {
+        for (const char *u : uffd) {
+            char out[] = "/tmp/rcache-watched-XXXXXX";
+            int fd     = mkstemp(out);
+            int status = -1;
+            pid_t pid;
+
+            ASSERT_GE(fd, 0) << strerror(errno);
+            unlink(out);
+            pid = fork();
+            if (pid == 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+                setenv("UCX_MEM_FILE_WATCH", "y", 1);
+                setenv("UCX_MEM_MMAP_HOOK_MODE", mode, 1);
+                setenv("UCX_MEM_UFFD", u, 1);
+                setenv(RCACHE_TRUNC_WATCHED_ENV, "1", 1);
+                alarm(60);
+                execl(self, self, "--gtest_filter=rcache_trunc_watched.*",
+                      (char *)nullptr);
+                _exit(127);
+            }
+            ASSERT_GT(pid, 0) << strerror(errno);
+            ASSERT_EQ(pid, waitpid(pid, &status, 0));
+            std::string log;
+            char buf[4096];
+            ssize_t r;
+            lseek(fd, 0, SEEK_SET);
+            while ((r = read(fd, buf, sizeof(buf))) > 0) {
+                log.append(buf, (size_t)r);
+            }
+            close(fd);
+            EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+                << "UCX_MEM_MMAP_HOOK_MODE=" << mode << " UCX_MEM_UFFD=" << u
+                << ": status 0x" << std::hex << status << "\n"
+                << log;
+            EXPECT_NE(std::string::npos, log.find("[  PASSED  ] 3 tests"))
+                << mode << "/" << u << ": not all 3 cases ran\n"
+                << log;
+        }
+    }
 }
