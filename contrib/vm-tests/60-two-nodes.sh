@@ -314,7 +314,11 @@ mpi_progress() { grep -c '^mpi_peer_loss: rank 0: [0-9]* iterations' "$tmp/$1.ou
 # $limit s of the kill, not 0 and not by a signal or our time limit (Open
 # MPI's own statuses go up to 255: "lost communication with a remote
 # daemon" is 205), with an error line (rank 0's own: MPI_Sendrecv returned
-# an error; Open MPI's about the lost node; UCX's).  With ABORT, rank 0 may
+# an error; Open MPI's about the lost node, which ORTE words by when the
+# loss reaches it: "lost communication with a remote daemon", "an ORTE
+# daemon has unexpectedly failed", or, exit 255, "unable to reliably start
+# one or more daemons"; UCX's).  Without one, mpirun's last lines are
+# shown.  With ABORT, rank 0 may
 # also have been aborted by UCX's fatal transport error (pml/ucx asks for
 # no error handling: stock UCX then calls abort()); mpirun then exits 134.
 # Prints the outcome; returns 0 for that, 1 for another exit (a signal,
@@ -322,7 +326,7 @@ mpi_progress() { grep -c '^mpi_peer_loss: rank 0: [0-9]* iterations' "$tmp/$1.ou
 # are shown, then killed).
 mpi_survivor() {
     local name=$1 abort=${2:-} pid=${mpids[$1]} rc err mp p sig
-    err=$(grep -hE '^mpi_peer_loss: rank 0: error|lost communication|MPI_ERR|Endpoint timeout|retry counter exceeded|unreachable' \
+    err=$(grep -hE '^mpi_peer_loss: rank 0: error|lost communication|unable to reliably start|daemon has unexpectedly failed|MPI_ERR|Endpoint timeout|retry counter exceeded|unreachable' \
           "$tmp/$name.out" | head -n 3 | tr -s ' \n' ' ')
     if [ -z "${gone[$name]:-}" ]; then
         echo "  $name: mpirun still running $limit s after the kill (error lines: '${err:-none}'); its processes:"
@@ -336,6 +340,7 @@ mpi_survivor() {
     wait "$pid"
     rc=$?
     echo "  $name: mpirun exit $rc about ${gone[$name]} s after the kill: ${err:-no error line}"
+    [ -n "$err" ] || tail -n 8 "$tmp/$name.out" | sed 's/^/    | /'
     grep -q '^mpi_peer_loss: rank 0: error: .*word' "$tmp/$name.out" && { echo "  $name: wrong data received"; return 1; }
     sig=$(grep -E 'Segmentation|core dumped|signal 11|Signal: |exited on signal' "$tmp/$name.out" | head -n 3 |
           tr -s ' \n' ' ')
