@@ -190,6 +190,70 @@ TEST_F(rcache_trunc_watched, inline_madvise_remove)
     });
 }
 
+/* The environment of a child: ours, less gtest's sharding and repetition
+ * (the child must run its three cases once), with 'set' added. */
+static std::vector<std::string>
+child_environment(const std::vector<std::string> &set)
+{
+    static const char *const drop[] = {
+        "GTEST_TOTAL_SHARDS=", "GTEST_SHARD_INDEX=", "GTEST_REPEAT=",
+        "GTEST_FILTER="};
+    std::vector<std::string> env;
+
+    for (char **e = environ; *e != nullptr; ++e) {
+        bool keep = true;
+        for (const char *d : drop) {
+            keep = keep && (strncmp(*e, d, strlen(d)) != 0);
+        }
+        for (const std::string &v : set) {
+            keep = keep && (strncmp(*e, v.c_str(), v.find('=') + 1) != 0);
+        }
+        if (keep) {
+            env.push_back(*e);
+        }
+    }
+    env.insert(env.end(), set.begin(), set.end());
+    return env;
+}
+
+/* Run this program's rcache_trunc_watched cases with 'set' in the
+ * environment, output to fd; the exit status, or -1 when it ran past
+ * 120 s (then killed). */
+static int run_watched_child(const char *self,
+                             const std::vector<std::string> &set, int fd)
+{
+    std::vector<std::string> env = child_environment(set);
+    std::vector<char *> envp;
+    const char *argv[] = {self, "--gtest_filter=rcache_trunc_watched.*",
+                          nullptr};
+    int status         = -1;
+    pid_t pid;
+
+    for (std::string &e : env) {
+        envp.push_back(&e[0]);
+    }
+    envp.push_back(nullptr);
+    pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execve(self, (char *const *)argv, envp.data());
+        _exit(127);
+    }
+    if (pid < 0) {
+        return -2;
+    }
+    for (int i = 0; i < 1200; ++i) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            return status;
+        }
+        usleep(100000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
 /* Each hook mode, monitor on and off: the rcache_trunc_watched cases in a
  * child with the watch on; its output is shown when it fails. */
 TEST_F(rcache_trunc, inline_removals_watched)
@@ -204,30 +268,21 @@ TEST_F(rcache_trunc, inline_removals_watched)
     for (const char *mode : modes) {
         for (const char *u : uffd) {
             char out[] = "/tmp/rcache-watched-XXXXXX";
-            int fd     = mkstemp(out);
-            int status = -1;
-            pid_t pid;
-
-            ASSERT_GE(fd, 0) << strerror(errno);
-            unlink(out);
-            pid = fork();
-            if (pid == 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-                setenv("UCX_MEM_FILE_WATCH", "y", 1);
-                setenv("UCX_MEM_MMAP_HOOK_MODE", mode, 1);
-                setenv("UCX_MEM_UFFD", u, 1);
-                setenv(RCACHE_TRUNC_WATCHED_ENV, "1", 1);
-                alarm(60);
-                execl(self, self, "--gtest_filter=rcache_trunc_watched.*",
-                      (char *)nullptr);
-                _exit(127);
-            }
-            ASSERT_GT(pid, 0) << strerror(errno);
-            ASSERT_EQ(pid, waitpid(pid, &status, 0));
+            int fd     = mkostemp(out, O_CLOEXEC);
             std::string log;
             char buf[4096];
             ssize_t r;
+            int status;
+
+            ASSERT_GE(fd, 0) << strerror(errno);
+            unlink(out);
+            status = run_watched_child(
+                self,
+                {"UCX_MEM_FILE_WATCH=y",
+                 std::string("UCX_MEM_MMAP_HOOK_MODE=") + mode,
+                 std::string("UCX_MEM_UFFD=") + u,
+                 std::string(RCACHE_TRUNC_WATCHED_ENV) + "=1"},
+                fd);
             lseek(fd, 0, SEEK_SET);
             while ((r = read(fd, buf, sizeof(buf))) > 0) {
                 log.append(buf, (size_t)r);
@@ -235,7 +290,7 @@ TEST_F(rcache_trunc, inline_removals_watched)
             close(fd);
             EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
                 << "UCX_MEM_MMAP_HOOK_MODE=" << mode << " UCX_MEM_UFFD=" << u
-                << ": status 0x" << std::hex << status << "\n"
+                << ": status " << status << " (-1: ran past 120 s)\n"
                 << log;
             EXPECT_NE(std::string::npos, log.find("[  PASSED  ] 3 tests"))
                 << mode << "/" << u << ": not all 3 cases ran\n"
