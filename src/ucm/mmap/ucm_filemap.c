@@ -27,9 +27,9 @@
 typedef struct {
     ucm_filemap_cb_t cb;
     void *arg;
-    int rebuilt;             /* this lookup rebuilt the table already */
-    ucm_filemap_key_t *file; /* the file looked up, if only one; or NULL */
-    unsigned files;          /* distinct files looked up: 0, 1, 2 (more) */
+    int rebuilt;               /* this lookup rebuilt the table already */
+    ucm_filemap_range_t *file; /* what was looked up, if one file; or NULL */
+    unsigned files;            /* distinct files looked up: 0, 1, 2 (more) */
     unsigned count;
     struct {
         uintptr_t start, end;
@@ -393,10 +393,15 @@ static void ucm_filemap_report_key(const ucm_filemap_key_t *key, uint64_t lo,
 
     if (b->file != NULL) {
         if (b->files == 0) {
-            *b->file = *key;
-            b->files = 1;
-        } else if (!ucm_filemap_key_match(b->file, key)) {
+            b->file->key = *key;
+            b->file->lo  = lo;
+            b->file->hi  = hi;
+            b->files     = 1;
+        } else if (!ucm_filemap_key_match(&b->file->key, key)) {
             b->files = 2;
+        } else {
+            b->file->lo = ucs_min(b->file->lo, lo);
+            b->file->hi = ucs_max(b->file->hi, hi);
         }
     }
     answer = ucm_filemap_find(key, lo, hi, b);
@@ -539,11 +544,11 @@ static void ucm_filemap_range_from_maps(uintptr_t addr, uintptr_t end,
 
 int ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
                              ucm_filemap_cb_t cb, void *arg,
-                             ucm_filemap_key_t *file_p)
+                             ucm_filemap_range_t *file_p)
 {
     size_t page           = ucm_sys_page_size();
     ucm_filemap_batch_t b = {.cb = cb, .arg = arg, .count = 0};
-    ucm_filemap_key_t file;
+    ucm_filemap_range_t file;
     uintptr_t end;
 
     b.file  = (file_p != NULL) ? &file : NULL;

@@ -62,6 +62,12 @@ typedef struct {
                           btrfs subvolumes) */
 } ucm_filemap_key_t;
 
+/* File offsets [lo, hi) of one file. */
+typedef struct {
+    ucm_filemap_key_t key;
+    uint64_t lo, hi;
+} ucm_filemap_range_t;
+
 /* Receives merged address ranges; called in hook context. */
 typedef void (*ucm_filemap_cb_t)(void *arg, uintptr_t start, size_t len);
 
@@ -79,11 +85,11 @@ void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
  * range that the table has no entry for may be a file mapping made behind
  * libucm's back (rebuild the table to know), rather than anonymous memory
  * the call does not concern (MADV_REMOVE applies to file mappings only).
- * Returns 1 and sets *file_p (if not NULL) when the range maps one file
- * only; 0 otherwise. */
+ * Returns 1 and sets *file_p (if not NULL) to the file and the offsets
+ * looked up when the range maps one file only; 0 otherwise. */
 int ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
                              ucm_filemap_cb_t cb, void *arg,
-                             ucm_filemap_key_t *file_p);
+                             ucm_filemap_range_t *file_p);
 
 /* ---- feeding (the hooks, after a successful call) ---- */
 

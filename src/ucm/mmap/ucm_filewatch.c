@@ -52,7 +52,7 @@ typedef struct {
 
 int ucm_filewatch_on;
 static ucm_filemap_key_t ucm_filewatch_seen[UCM_FILEWATCH_SEEN];
-__thread const ucm_filemap_key_t *ucm_filewatch_covered
+__thread const ucm_filemap_range_t *ucm_filewatch_covered
     __attribute__((tls_model("initial-exec")));
 static int ucm_filewatch_fd = -1;
 static ucm_filewatch_slot_t ucm_filewatch_slots[UCM_FILEWATCH_SLOTS];
@@ -103,8 +103,8 @@ static int ucm_filewatch_slot_settled(unsigned i)
  * of one inode, and two threads mapping a new file at once both add it.
  * The whole probe chain is looked at first (wd may sit past a removed
  * slot), waiting for slots being filled; then the first free or removed
- * slot is claimed, and a lost claim looks again. */
-static void ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
+ * slot is claimed, and a lost claim looks again.  1: wd has a slot. */
+static int ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
 {
     unsigned i, n, attempt, claim;
     int cur, claim_cur;
@@ -116,7 +116,7 @@ static void ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
              ++n, i   = (i + 1) & (UCM_FILEWATCH_SLOTS - 1)) {
             cur = ucm_filewatch_slot_settled(i);
             if (cur == wd) {
-                return; /* the same inode again */
+                return 1; /* the same inode again */
             }
             if (((cur == UCM_FILEWATCH_FREE) || (cur == UCM_FILEWATCH_GONE)) &&
                 (claim == UCM_FILEWATCH_SLOTS)) {
@@ -132,7 +132,7 @@ static void ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
              * reported */
             ucm_sys_syscall6(SYS_inotify_rm_watch, ucm_filewatch_fd, wd, 0, 0,
                              0, 0);
-            return;
+            return 0;
         }
         if (__atomic_compare_exchange_n(&ucm_filewatch_slots[claim].wd,
                                         &claim_cur, UCM_FILEWATCH_BUSY, 0,
@@ -140,10 +140,11 @@ static void ucm_filewatch_slot_add(int wd, const ucm_filemap_key_t *key)
             ucm_filewatch_slots[claim].key = *key;
             __atomic_store_n(&ucm_filewatch_slots[claim].wd, wd,
                              __ATOMIC_RELEASE);
-            return;
+            return 1;
         }
     }
     /* claims lost to other threads every time: the table kept changing */
+    return 0;
 }
 
 /* Slot of wd, or -1. */
@@ -180,22 +181,24 @@ static int ucm_filewatch_seen_has(const ucm_filemap_key_t *key)
            (seen.dev == key->dev);
 }
 
-static void ucm_filewatch_add_path(const char *path,
+/* Watch the file at path: 0, or -errno of inotify_add_watch(). */
+static long ucm_filewatch_add_path(const char *path,
                                    const ucm_filemap_key_t *key)
 {
     int saved_errno = errno;
     long wd;
 
     if (ucm_filewatch_seen_has(key)) {
-        return;
+        return 0;
     }
     wd = ucm_sys_syscall6(SYS_inotify_add_watch, ucm_filewatch_fd, (long)path,
                           IN_MODIFY, 0, 0, 0);
-    if (wd > 0) {
-        ucm_filewatch_slot_add((int)wd, key);
+    if ((wd > 0) && ucm_filewatch_slot_add((int)wd, key)) {
+        /* only once it has a slot: a file without one is tried again */
         *ucm_filewatch_seen_slot(key) = *key;
     }
     errno = saved_errno;
+    return (wd < 0) ? wd : 0;
 }
 
 /* Append the decimal (base 10) or hex (16) digits of x at p. */
@@ -214,16 +217,46 @@ static char *ucm_filewatch_fmt(char *p, unsigned long x, unsigned base)
     return p;
 }
 
-/* "/proc/self/fd/<fd>" into path[UCM_FILEWATCH_FD_PATH]. */
+/* "/proc/thread-self/fd/<fd>" into path[UCM_FILEWATCH_FD_PATH]: the
+ * calling thread's descriptor table (/proc/self is the main thread's,
+ * which differs after unshare(CLONE_FILES)).  'self': /proc/self instead,
+ * for kernels without thread-self (before 3.17). */
 #define UCM_FILEWATCH_FD_PATH 48
-static void ucm_filewatch_fd_path(char *path, int fd)
+static void ucm_filewatch_fd_path(char *path, int fd, int self)
 {
-    static const char prefix[] = "/proc/self/fd/";
+    const char *prefix = self ? "/proc/self/fd/" : "/proc/thread-self/fd/";
+    size_t n           = strlen(prefix);
     char *p;
 
-    memcpy(path, prefix, sizeof(prefix) - 1);
-    p  = ucm_filewatch_fmt(path + sizeof(prefix) - 1, (unsigned)fd, 10);
+    memcpy(path, prefix, n);
+    p  = ucm_filewatch_fmt(path + n, (unsigned)fd, 10);
     *p = '\0';
+}
+
+/* The file of fd opened again by path (O_RDWR, close-on-exec), checked to
+ * be the same inode; -errno on failure. */
+static long ucm_filewatch_fd_reopen(int fd)
+{
+    char path[UCM_FILEWATCH_FD_PATH];
+    struct stat st_old, st_new;
+    long nfd;
+
+    ucm_filewatch_fd_path(path, fd, 0);
+    nfd = ucm_sys_open(path, O_RDWR | O_CLOEXEC);
+    if (nfd == -ENOENT) {
+        ucm_filewatch_fd_path(path, fd, 1);
+        nfd = ucm_sys_open(path, O_RDWR | O_CLOEXEC);
+    }
+    if (nfd < 0) {
+        return nfd;
+    }
+    if ((ucm_sys_syscall6(SYS_fstat, fd, (long)&st_old, 0, 0, 0, 0) != 0) ||
+        (ucm_sys_syscall6(SYS_fstat, nfd, (long)&st_new, 0, 0, 0, 0) != 0) ||
+        (st_old.st_dev != st_new.st_dev) || (st_old.st_ino != st_new.st_ino)) {
+        ucm_sys_close((int)nfd);
+        return -ESTALE;
+    }
+    return nfd;
 }
 
 void ucm_filewatch_add_fd(int fd, const struct stat *st)
@@ -234,29 +267,30 @@ void ucm_filewatch_add_fd(int fd, const struct stat *st)
     if ((ucm_filewatch_fd < 0) || (fd < 0)) {
         return;
     }
-    ucm_filewatch_fd_path(path, fd);
+    ucm_filewatch_fd_path(path, fd, 0);
     key.kind      = UCM_FILEMAP_FILE;
     key.ino       = st->st_ino;
     key.dev       = st->st_dev;
     key.dev_known = 1;
-    ucm_filewatch_add_path(path, &key);
+    if (ucm_filewatch_add_path(path, &key) == -ENOENT) {
+        ucm_filewatch_fd_path(path, fd, 1); /* no /proc/thread-self */
+        ucm_filewatch_add_path(path, &key);
+    }
 }
 
 void ucm_filewatch_reopen_memfd(int fd, unsigned flags)
 {
-    char path[UCM_FILEWATCH_FD_PATH];
     int saved_errno = errno;
     long nfd, ret;
 
     if ((ucm_filewatch_fd < 0) || (fd < 0)) {
         return;
     }
-    ucm_filewatch_fd_path(path, fd);
-    nfd = ucm_sys_open(path, O_RDWR | O_CLOEXEC);
+    nfd = ucm_filewatch_fd_reopen(fd);
     if (nfd < 0) {
-        ucm_debug("memfd %d: open %s: error %ld: its hole punches are not "
-                  "watched",
-                  fd, path, -nfd);
+        ucm_debug("memfd %d: reopen through /proc: error %ld: its hole "
+                  "punches are not watched",
+                  fd, -nfd);
         goto out;
     }
     ret = ucm_sys_syscall6(SYS_dup3, nfd, fd,
@@ -377,7 +411,9 @@ static void ucm_filewatch_range(void *arg, uintptr_t start, size_t len)
     }
 }
 
-static void ucm_filewatch_report(const ucm_filemap_key_t *key)
+/* The mappings of file offsets [lo, hi) of key. */
+static void ucm_filewatch_report(const ucm_filemap_key_t *key, uint64_t lo,
+                                 uint64_t hi)
 {
     int saved_errno = errno;
     ucm_filewatch_ctx_t ctx;
@@ -387,7 +423,7 @@ static void ucm_filewatch_report(const ucm_filemap_key_t *key)
         return;
     }
     ctx.pagemap = (int)ucm_sys_open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    ucm_filemap_report_file(key, 0, UINT64_MAX, ucm_filewatch_range, &ctx);
+    ucm_filemap_report_file(key, lo, hi, ucm_filewatch_range, &ctx);
     if (ctx.pagemap >= 0) {
         ucm_sys_close(ctx.pagemap);
     }
@@ -406,7 +442,7 @@ static void ucm_filewatch_report_all(void)
             key = ucm_filewatch_slots[i].key;
             if (__atomic_load_n(&ucm_filewatch_slots[i].wd, __ATOMIC_ACQUIRE) ==
                 wd) {
-                ucm_filewatch_report(&key);
+                ucm_filewatch_report(&key, 0, UINT64_MAX);
             }
         }
     }
@@ -414,6 +450,7 @@ static void ucm_filewatch_report_all(void)
 
 static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
 {
+    const ucm_filemap_range_t *cover = ucm_filewatch_covered;
     ucm_filemap_key_t key;
     int slot;
 
@@ -437,11 +474,13 @@ static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
     }
     if ((ev->mask & IN_MODIFY) && (ev->wd != *last_wd)) {
         key = ucm_filewatch_slots[slot].key;
-        if ((ucm_filewatch_covered != NULL) &&
-            ucm_filemap_key_match(ucm_filewatch_covered, &key)) {
-            return; /* the hook of the call raises it */
+        if ((cover != NULL) && ucm_filemap_key_match(&cover->key, &key)) {
+            /* the hook of the call raises [lo, hi) itself */
+            ucm_filewatch_report(&key, 0, cover->lo);
+            ucm_filewatch_report(&key, cover->hi, UINT64_MAX);
+        } else {
+            ucm_filewatch_report(&key, 0, UINT64_MAX);
         }
-        ucm_filewatch_report(&key);
         *last_wd = ev->wd; /* one report per file and batch */
     }
 }
@@ -488,7 +527,7 @@ static void ucm_filewatch_atfork_child(void)
 void ucm_filewatch_init(void)
 {
     int signo = (int)ucm_filewatch_opts.signal;
-    struct sigaction sa;
+    struct sigaction sa, old;
     int fd;
 
     if (!ucm_filewatch_opts.enable) {
@@ -518,6 +557,12 @@ void ucm_filewatch_init(void)
         ucm_warn("UCX_MEM_FILE_WATCH: signal %d: %s", signo, strerror(errno));
         close(fd);
         return;
+    }
+    /* one queued signal per event: when they exceed RLIMIT_SIGPENDING (the
+     * signal blocked while files change), the kernel sends SIGIO instead,
+     * which by default ends the process */
+    if ((sigaction(SIGIO, NULL, &old) == 0) && (old.sa_handler == SIG_DFL)) {
+        sigaction(SIGIO, &sa, NULL);
     }
     pthread_atfork(NULL, NULL, ucm_filewatch_atfork_child);
     ucm_filewatch_fd = fd;

@@ -78,10 +78,12 @@ void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid);
  * installed.  Not hook context (installation). */
 void ucm_filewatch_scan(void);
 
-/* Set by a truncation hook around its call: the file whose removed pages
- * the hook raises itself (the watch does not report it again when its
- * signal arrives on this thread meanwhile).  NULL otherwise. */
-extern __thread const ucm_filemap_key_t *ucm_filewatch_covered
+/* Set by a truncation hook, and by the madvise hook for MADV_REMOVE, around
+ * its call: the file offsets whose pages the hook raises itself.  When the
+ * watch's signal arrives on this thread meanwhile, an event of that file
+ * reports only its other offsets (another thread's removal in the same
+ * file is still reported).  NULL otherwise. */
+extern __thread const ucm_filemap_range_t *ucm_filewatch_covered
     __attribute__((tls_model("initial-exec")));
 
 /* Read the queued events and report (what the signal handler does; for

@@ -406,8 +406,8 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     ucm_mmap_peek_t peek = UCM_MADVISE_PEEK();
     ucm_event_list_t *list =
         ucm_hook_enter(UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED);
-    const ucm_filemap_key_t *watch_prev = NULL;
-    ucm_filemap_key_t file;
+    const ucm_filemap_range_t *watch_prev = NULL;
+    ucm_filemap_range_t file;
     int saved_errno, file_wide, one_file = 0;
     ucm_event_t event;
 
@@ -433,9 +433,11 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
                                             event.madvise.advice == MADV_REMOVE,
                                             ucm_madvise_report, list, &file);
     }
+    one_file = one_file && (event.madvise.advice == MADV_REMOVE);
     if (one_file) {
         /* the file watch's signal for this call, taken on this thread,
-         * need not report what this hook reports (as ucm_trunc.c) */
+         * need not report what this hook reports (as ucm_trunc.c); the
+         * other advice queues no event */
         watch_prev            = ucm_filewatch_covered;
         ucm_filewatch_covered = &file;
     }

@@ -67,7 +67,8 @@ typedef struct {
     int key_set;     /* key is the file's (a regular file) */
     uint64_t lo, hi; /* removed file offsets, page aligned */
     int saved_errno;
-    const ucm_filemap_key_t *watch_prev; /* ucm_filewatch_covered before */
+    ucm_filemap_range_t cover;             /* what the hook raises itself */
+    const ucm_filemap_range_t *watch_prev; /* ucm_filewatch_covered before */
 } ucm_trunc_ctx_t;
 
 static uint64_t ucm_trunc_page_up(uint64_t x)
@@ -151,7 +152,10 @@ static void ucm_trunc_before(ucm_trunc_ctx_t *ctx)
      * what the hook raises itself */
     ctx->watch_prev = ucm_filewatch_covered;
     if (ctx->key_set) {
-        ucm_filewatch_covered = &ctx->key;
+        ctx->cover.key        = ctx->key;
+        ctx->cover.lo         = ctx->lo;
+        ctx->cover.hi         = ctx->hi;
+        ucm_filewatch_covered = &ctx->cover;
     }
     ucm_hook_leave(ctx->saved_errno);
 }

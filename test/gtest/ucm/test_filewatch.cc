@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <functional>
 #include <string>
+#include <thread>
 
 namespace
 {
@@ -46,10 +49,11 @@ enum {
     FW_HANDLER   = 4,
     FW_WATCH     = 5,
     FW_OP        = 6,
-    FW_UNCHANGED = 7, /* the removal changed fewer pages than expected */
-    FW_MISSED    = 8, /* a changed page was never reported */
-    FW_OVER      = 9, /* a page that kept its frame was reported */
-    FW_REPORTED  = 10 /* reported although watching is off */
+    FW_UNCHANGED = 7,  /* the removal changed fewer pages than expected */
+    FW_MISSED    = 8,  /* a changed page was never reported */
+    FW_OVER      = 9,  /* a page that kept its frame was reported */
+    FW_REPORTED  = 10, /* reported although watching is off */
+    FW_FLAGS     = 11  /* the descriptor differs from a plain memfd's */
 };
 
 int fw_handler()
@@ -488,34 +492,94 @@ UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
     return FW_OK;
 }
 
-/* Events lost to a full inotify queue: the watch then reports every
- * watched file.  A /dev/shm file is first mapped by several threads at
- * once (each may add the same watch: one slot must come of it), the
- * watch's signal is held back, other watched files are written until the
- * queue overflows, and then the file is shrunk by an inline ftruncate
- * whose event the full queue drops.  When the signal comes, the removed
- * pages must be reported, once in each mapping. */
-UCMT_CHILD_SCENARIO(fw_queue_overflow)
+/* A long value from a /proc file, or dfl. */
+long fw_proc_long(const char *path, long dfl)
+{
+    FILE *f = fopen(path, "r");
+    long v  = dfl;
+
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &v) != 1) {
+            v = dfl;
+        }
+        fclose(f);
+    }
+    return v;
+}
+
+/* Whether an inotify instance of our own, watching the same files through
+ * the same kind of queue, saw it overflow. */
+bool fw_own_queue_overflowed(int in)
+{
+    char buf[65536] __attribute__((aligned(8)));
+    bool overflow = false;
+    ssize_t n;
+
+    while ((n = read(in, buf, sizeof(buf))) > 0) {
+        for (ssize_t off = 0; off < n;) {
+            const struct inotify_event *ev =
+                (const struct inotify_event *)(buf + off);
+            overflow = overflow || (ev->mask & IN_Q_OVERFLOW);
+            off += sizeof(*ev) + ev->len;
+        }
+    }
+    return overflow;
+}
+
+/* Changes while the watch's signal is blocked: writes alternating over two
+ * watched files (equal events in a row would be merged), then an inline
+ * truncation of a /dev/shm file that four threads mapped at once (each may
+ * add the same watch: one slot must come of it).  The removed pages must
+ * be reported, once in each mapping.
+ *  overflow:   enough writes to fill the inotify queue, so that the
+ *              truncation's event is dropped and only the report of every
+ *              watched file that an overflow triggers can find it (checked
+ *              through an instance of our own);
+ *  sigpending: RLIMIT_SIGPENDING for the process (0: as it is), below
+ *              the number of changes: the kernel then falls back to
+ *              SIGIO, which by default would end the process. */
+int fw_blocked_changes(bool overflow, rlim_t sigpending)
 {
     const size_t ps = page_size(), len = 4 * ps;
-    const int nthreads = 4, nwrites = 40000;
+    const int nthreads = 4;
+    long nwrites =
+        overflow
+            ? fw_proc_long("/proc/sys/fs/inotify/max_queued_events", 16384) +
+                  1000
+            : 1000;
     std::string path;
     pthread_t threads[nthreads];
     char *maps[nthreads] = {};
-    int fds[3], ret = fw_handler();
+    int fds[3], in, ret = fw_handler();
+    struct rlimit rl;
     sigset_t set;
 
     if (ret != FW_OK) {
         return ret;
     }
+    if ((sigpending != 0) && (getrlimit(RLIMIT_SIGPENDING, &rl) == 0)) {
+        rl.rlim_cur = sigpending;
+        if (setrlimit(RLIMIT_SIGPENDING, &rl) != 0) {
+            return FW_SETUP;
+        }
+    }
+    in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (in < 0) {
+        return FW_SETUP;
+    }
     for (int f = 0; f < 3; ++f) {
+        char proc[64];
+
         fds[f] = fw_shm_file(len, &path);
         if (fds[f] < 0) {
             return FW_SETUP;
         }
         unlink(path.c_str());
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fds[f]);
+        if (inotify_add_watch(in, proc, IN_MODIFY) < 0) {
+            return FW_SETUP;
+        }
     }
-    /* the first mappings of fds[0], made at once */
     struct race_arg {
         int fd;
         char **map;
@@ -547,6 +611,7 @@ UCMT_CHILD_SCENARIO(fw_queue_overflow)
         }
         touch(p, len); /* their reports then raise nothing */
     }
+    fw_own_queue_overflowed(in); /* forget what the setup queued */
     sigemptyset(&set);
     sigaddset(&set, SIGRTMAX - 2);
     return fw_check(
@@ -555,30 +620,45 @@ UCMT_CHILD_SCENARIO(fw_queue_overflow)
             long r = 0;
 
             sigprocmask(SIG_BLOCK, &set, NULL);
-            /* alternate files: equal events in a row are merged */
-            for (int i = 0; (i < nwrites) && (r == 0); ++i) {
+            for (long i = 0; (i < nwrites) && (r == 0); ++i) {
                 r = (pwrite(fds[1 + (i & 1)], "x", 1, 0) == 1) ? 0 : -1;
             }
             if (r == 0) {
                 r = ucmt_rawsys(SYS_ftruncate, fds[0], ps);
             }
             sigprocmask(SIG_UNBLOCK, &set, NULL);
-            if (r == 0) {
-                for (int t = 0; t < 2; ++t) {
-                    size_t n = oracle::events(UCM_EVENT_VM_UNMAPPED,
-                                              maps[t] + ps, 3 * ps)
-                                   .size();
-                    printf("mapping %d: %zu events (%zu dropped)\n", t, n,
-                           oracle::events_dropped());
-                    if (n != 1) {
-                        errno = EEXIST;
-                        r     = -1;
-                    }
+            if ((r == 0) && overflow && !fw_own_queue_overflowed(in)) {
+                printf("%ld writes did not overflow the queue\n", nwrites);
+                errno = ENOSPC;
+                r     = -1;
+            }
+            for (int t = 0; (t < 2) && (r == 0); ++t) {
+                size_t n =
+                    oracle::events(UCM_EVENT_VM_UNMAPPED, maps[t] + ps, 3 * ps)
+                        .size();
+                printf("mapping %d: %zu events (%zu dropped)\n", t, n,
+                       oracle::events_dropped());
+                if (n != 1) {
+                    errno = EEXIST;
+                    r     = -1;
                 }
             }
             return r;
         },
         6);
+}
+
+/* Events lost to a full inotify queue: the watch reports every file. */
+UCMT_CHILD_SCENARIO(fw_queue_overflow)
+{
+    return fw_blocked_changes(true, 0);
+}
+
+/* More queued signals than RLIMIT_SIGPENDING allows: SIGIO comes instead,
+ * and the changes are still reported (before the signal is unblocked). */
+UCMT_CHILD_SCENARIO(fw_sigpending_exhausted)
+{
+    return fw_blocked_changes(false, 64);
 }
 
 /* With no descriptor to spare for the reopen, memfd_create() still returns
@@ -592,7 +672,7 @@ UCMT_CHILD_SCENARIO(fw_memfd_no_spare_descriptor)
     if (fw_handler() != FW_OK) {
         return FW_HANDLER;
     }
-    probe = dup(0);
+    probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if ((probe < 0) || (getrlimit(RLIMIT_NOFILE, &rl) != 0)) {
         return FW_SETUP;
     }
@@ -611,11 +691,61 @@ UCMT_CHILD_SCENARIO(fw_memfd_no_spare_descriptor)
         return FW_OP;
     }
     /* the reopen had no descriptor: fd is still the pseudo file */
-    if ((setrlimit(RLIMIT_NOFILE, &saved) != 0) ||
-        (!fw_kernel_notifies_memfd_punch() && fw_notifies_punch(fd))) {
+    if (setrlimit(RLIMIT_NOFILE, &saved) != 0) {
         return FW_SETUP;
     }
+    if (!fw_kernel_notifies_memfd_punch() && fw_notifies_punch(fd)) {
+        printf("reopened with no descriptor to spare?\n");
+        return FW_FLAGS;
+    }
     return FW_OK;
+}
+
+/* A thread with a descriptor table of its own (unshare(CLONE_FILES)) makes
+ * a memfd whose number the main thread's table gives to another file: the
+ * reopen must take the thread's memfd, not the main thread's file. */
+UCMT_CHILD_SCENARIO(fw_memfd_own_fd_table)
+{
+    std::atomic<int> unshared(0), opened(0);
+    int ret = fw_handler(), main_fd = -1;
+    char link[256] = "";
+
+    if (ret != FW_OK) {
+        return ret;
+    }
+    std::thread t([&]() {
+        char path[64];
+        ssize_t n;
+        int fd;
+
+        if (unshare(CLONE_FILES) != 0) {
+            ret = FW_SETUP;
+        }
+        unshared.store(1);
+        while (!opened.load()) {
+        }
+        if (ret != FW_OK) {
+            return;
+        }
+        /* the same number as main_fd: the tables were equal until now */
+        fd = memfd_create("ucmt-own-table", MFD_CLOEXEC);
+        snprintf(path, sizeof(path), "/proc/thread-self/fd/%d", fd);
+        n                     = readlink(path, link, sizeof(link) - 1);
+        link[(n > 0) ? n : 0] = '\0';
+        printf("thread: memfd %d, main thread's /dev/null %d: %s\n", fd,
+               main_fd, link);
+        ret = (fd == main_fd) ? FW_OK : FW_SETUP;
+        close(fd);
+    });
+    while (!unshared.load()) {
+    }
+    main_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    opened.store(1);
+    t.join();
+    if ((ret == FW_OK) && (strncmp(link, "/memfd:ucmt-own-table", 21) != 0)) {
+        return FW_FLAGS;
+    }
+    return ret;
 }
 
 /* The descriptor that memfd_create() returns with the watch on is the same
@@ -638,6 +768,13 @@ UCMT_CHILD_SCENARIO(fw_memfd_same_file)
         return FW_SETUP;
     }
     fl = fcntl(fd, F_GETFL);
+    /* every status flag as a memfd that no hook touched has them */
+    int raw = fw_memfd_inline(ps), raw_fl = fcntl(raw, F_GETFL);
+    close(raw);
+    if ((raw < 0) || (fl != raw_fl)) {
+        printf("F_GETFL 0x%x, a plain memfd's 0x%x\n", fl, raw_fl);
+        return FW_FLAGS;
+    }
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     n                     = readlink(path, link, sizeof(link) - 1);
     link[(n > 0) ? n : 0] = '\0';
@@ -716,7 +853,8 @@ class Filewatch : public ::testing::Test
         EXPECT_TRUE(r.exited_ok())
             << "3: setup, 4: handler, 5: watch, 6: op, 7: fewer pages "
                "changed, 8: a changed page never reported, 9: an unchanged "
-               "page reported, 10: reported with watching off\n"
+               "page reported, 10: reported with watching off, 11: not the "
+               "descriptor a plain memfd is\n"
             << r.str();
     }
 };
@@ -781,6 +919,11 @@ TEST_F(Filewatch, QueueOverflowReportsEveryFileOnce)
     run("fw_queue_overflow");
 }
 
+TEST_F(Filewatch, SignalQueueFullFallsBackToSigio)
+{
+    run("fw_sigpending_exhausted");
+}
+
 TEST_F(Filewatch, HookedRemovalNotReportedAgain)
 {
     run("fw_hooked_reported_once");
@@ -789,6 +932,11 @@ TEST_F(Filewatch, HookedRemovalNotReportedAgain)
 TEST_F(Filewatch, MemfdWithNoSpareDescriptor)
 {
     run("fw_memfd_no_spare_descriptor");
+}
+
+TEST_F(Filewatch, MemfdInThreadWithOwnDescriptorTable)
+{
+    run("fw_memfd_own_fd_table");
 }
 
 TEST_F(Filewatch, MemfdDescriptorUnchangedForTheApplication)
