@@ -418,6 +418,9 @@ static void ucm_filewatch_report(const ucm_filemap_key_t *key, uint64_t lo,
     int saved_errno = errno;
     ucm_filewatch_ctx_t ctx;
 
+    if (lo >= hi) {
+        return;
+    }
     ctx.list = ucm_hook_enter(UCM_EVENT_VM_UNMAPPED);
     if (ctx.list == NULL) {
         return;
