@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const uct_ib_fork_init_names[] = {"try", "yes", "no", NULL};
-static const char *const uct_ib_odp_implicit_names[] = {"try", "yes", "no",
-                                                        NULL};
+/* UCX_IB_FORK_INIT and UCX_IB_ODP_IMPLICIT (uct_ib_fork_init_t and
+ * uct_ib_odp_implicit_cfg_t: TRY, YES, NO in this order) */
+static const char *const uct_ib_try_yes_no_names[] = {"try", "yes", "no", NULL};
 static const char *const uct_ib_reg_method_names[] = {"rcache", "odp", "direct",
                                                       NULL};
 
@@ -24,7 +24,7 @@ static const ucs_config_field_t uct_ib_md_config_table[] = {
     UCT_IB_MD_FIELD("IB_FORK_INIT", "try",
                     "Call ibv_fork_init() (try: if possible; skipped when the "
                     "kernel copies pinned pages on fork)",
-                    fork_init, UCS_CONFIG_TYPE_ENUM, uct_ib_fork_init_names),
+                    fork_init, UCS_CONFIG_TYPE_ENUM, uct_ib_try_yes_no_names),
     UCT_IB_MD_FIELD("IB_REG_MT_THRESH", "64m",
                     "Registrations from this size on fault their pages in "
                     "with several threads before ibv_reg_mr",
@@ -46,7 +46,7 @@ static const ucs_config_field_t uct_ib_md_config_table[] = {
                     "out its keys for every range (try: where the device "
                     "reports implicit ODP; yes: attempt it anyway; no)",
                     odp_implicit, UCS_CONFIG_TYPE_ENUM,
-                    uct_ib_odp_implicit_names),
+                    uct_ib_try_yes_no_names),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 /* One element of the UCX_IB_REG_METHODS list, parsed as an ENUM. */

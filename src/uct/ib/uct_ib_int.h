@@ -86,6 +86,23 @@ struct uct_ib_mem {
     int implicit;    /* mr is the md's implicit ODP MR: free only the memh */
 };
 
+/* Fill memh for mr over [address, address + length): the keys are mr's;
+ * 'implicit': mr is the md's implicit ODP MR, which the memh does not own. */
+static inline void uct_ib_memh_init(uct_ib_mem_t *memh, struct ibv_mr *mr,
+                                    void *address, size_t length,
+                                    uct_ib_reg_method_t method, unsigned access,
+                                    int implicit)
+{
+    memh->mr       = mr;
+    memh->address  = address;
+    memh->length   = length;
+    memh->lkey     = mr->lkey;
+    memh->rkey     = mr->rkey;
+    memh->method   = method;
+    memh->access   = access;
+    memh->implicit = implicit;
+}
+
 /* A cached registration: the memh lives in the region. */
 typedef struct uct_ib_rcache_region {
     ucs_rcache_region_t super;

@@ -48,14 +48,8 @@ static ucs_status_t uct_ib_rcache_mem_reg(void *context, ucs_rcache_t *rcache,
     if (status != UCS_OK) {
         return status;
     }
-    region->memh.mr       = mr;
-    region->memh.address  = address;
-    region->memh.length   = length;
-    region->memh.lkey     = mr->lkey;
-    region->memh.rkey     = mr->rkey;
-    region->memh.method   = md->attr.reg_method;
-    region->memh.access   = access;
-    region->memh.implicit = 0;
+    uct_ib_memh_init(&region->memh, mr, address, length, md->attr.reg_method,
+                     access, 0);
     return UCS_OK;
 }
 

@@ -89,14 +89,8 @@ ucs_status_t uct_ib_md_odp_implicit_reg(uct_ib_md_t *md, void *address,
         uct_ib_error("%s: no memory for a memory handle", md->name);
         return UCS_ERR_NO_MEMORY;
     }
-    memh->mr       = md->odp_implicit_mr;
-    memh->address  = address;
-    memh->length   = length;
-    memh->lkey     = memh->mr->lkey;
-    memh->rkey     = memh->mr->rkey;
-    memh->method   = UCT_IB_REG_METHOD_ODP;
-    memh->access   = access;
-    memh->implicit = 1;
+    uct_ib_memh_init(memh, md->odp_implicit_mr, address, length,
+                     UCT_IB_REG_METHOD_ODP, access, 1);
     uct_ib_md_odp_prefetch(md, memh->mr, address, length,
                            !!(access & (UCT_IB_MEM_ACCESS_LOCAL_WRITE |
                                         UCT_IB_MEM_ACCESS_REMOTE_WRITE)));

@@ -76,15 +76,8 @@ static ucs_status_t uct_ib_md_mem_reg_mr(uct_ib_md_t *md, void *address,
     if (status != UCS_OK) {
         goto err_free;
     }
-    memh->mr       = mr;
-    memh->address  = address;
-    memh->length   = length;
-    memh->lkey     = mr->lkey;
-    memh->rkey     = mr->rkey;
-    memh->method   = method;
-    memh->access   = access;
-    memh->implicit = 0;
-    *memh_p        = memh;
+    uct_ib_memh_init(memh, mr, address, length, method, access, 0);
+    *memh_p = memh;
     return UCS_OK;
 
 err_free:
