@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 /* Watched files by watch descriptor: open addressing on wd. */
 #define UCM_FILEWATCH_SLOTS 1024
@@ -181,15 +182,14 @@ static int ucm_filewatch_seen_has(const ucm_filemap_key_t *key)
            (seen.dev == key->dev);
 }
 
-/* Watch the file at path: 0, or -errno of inotify_add_watch(). */
-static long ucm_filewatch_add_path(const char *path,
+static void ucm_filewatch_add_path(const char *path,
                                    const ucm_filemap_key_t *key)
 {
     int saved_errno = errno;
     long wd;
 
     if (ucm_filewatch_seen_has(key)) {
-        return 0;
+        return;
     }
     wd = ucm_sys_syscall6(SYS_inotify_add_watch, ucm_filewatch_fd, (long)path,
                           IN_MODIFY, 0, 0, 0);
@@ -198,7 +198,6 @@ static long ucm_filewatch_add_path(const char *path,
         *ucm_filewatch_seen_slot(key) = *key;
     }
     errno = saved_errno;
-    return (wd < 0) ? wd : 0;
 }
 
 /* Append the decimal (base 10) or hex (16) digits of x at p. */
@@ -217,20 +216,37 @@ static char *ucm_filewatch_fmt(char *p, unsigned long x, unsigned base)
     return p;
 }
 
-/* "/proc/thread-self/fd/<fd>" into path[UCM_FILEWATCH_FD_PATH]: the
- * calling thread's descriptor table (/proc/self is the main thread's,
- * which differs after unshare(CLONE_FILES)).  'self': /proc/self instead,
- * for kernels without thread-self (before 3.17). */
+/* Where a descriptor of the calling thread is found by path: its own
+ * table (/proc/self is the main thread's, which differs after
+ * unshare(CLONE_FILES)); /proc/self on kernels without thread-self (before
+ * 3.17).  Chosen by ucm_filewatch_init(). */
+static const char *ucm_filewatch_fd_dir = "/proc/thread-self/fd/";
+
+/* ucm_filewatch_fd_dir and fd into path[UCM_FILEWATCH_FD_PATH]. */
 #define UCM_FILEWATCH_FD_PATH 48
-static void ucm_filewatch_fd_path(char *path, int fd, int self)
+static void ucm_filewatch_fd_path(char *path, int fd)
 {
-    const char *prefix = self ? "/proc/self/fd/" : "/proc/thread-self/fd/";
-    size_t n           = strlen(prefix);
+    size_t n = strlen(ucm_filewatch_fd_dir);
     char *p;
 
-    memcpy(path, prefix, n);
+    memcpy(path, ucm_filewatch_fd_dir, n);
     p  = ucm_filewatch_fmt(path + n, (unsigned)fd, 10);
     *p = '\0';
+}
+
+/* "/proc/self/map_files/<start>-<end>" (hex) into path[UCM_FILEWATCH_MAP_PATH]:
+ * the file a mapping maps, opened without a descriptor of it. */
+#define UCM_FILEWATCH_MAP_PATH 80
+static void ucm_filewatch_map_path(char *path, uintptr_t start, uintptr_t end)
+{
+    static const char prefix[] = "/proc/self/map_files/";
+    char *p;
+
+    memcpy(path, prefix, sizeof(prefix) - 1);
+    p    = ucm_filewatch_fmt(path + sizeof(prefix) - 1, start, 16);
+    *p++ = '-';
+    p    = ucm_filewatch_fmt(p, end, 16);
+    *p   = '\0';
 }
 
 /* The file of fd opened again by path (O_RDWR, close-on-exec), checked to
@@ -241,12 +257,8 @@ static long ucm_filewatch_fd_reopen(int fd)
     struct stat st_old, st_new;
     long nfd;
 
-    ucm_filewatch_fd_path(path, fd, 0);
+    ucm_filewatch_fd_path(path, fd);
     nfd = ucm_sys_open(path, O_RDWR | O_CLOEXEC);
-    if (nfd == -ENOENT) {
-        ucm_filewatch_fd_path(path, fd, 1);
-        nfd = ucm_sys_open(path, O_RDWR | O_CLOEXEC);
-    }
     if (nfd < 0) {
         return nfd;
     }
@@ -267,15 +279,12 @@ void ucm_filewatch_add_fd(int fd, const struct stat *st)
     if ((ucm_filewatch_fd < 0) || (fd < 0)) {
         return;
     }
-    ucm_filewatch_fd_path(path, fd, 0);
+    ucm_filewatch_fd_path(path, fd);
     key.kind      = UCM_FILEMAP_FILE;
     key.ino       = st->st_ino;
     key.dev       = st->st_dev;
     key.dev_known = 1;
-    if (ucm_filewatch_add_path(path, &key) == -ENOENT) {
-        ucm_filewatch_fd_path(path, fd, 1); /* no /proc/thread-self */
-        ucm_filewatch_add_path(path, &key);
-    }
+    ucm_filewatch_add_path(path, &key);
 }
 
 void ucm_filewatch_reopen_memfd(int fd, unsigned flags)
@@ -307,18 +316,13 @@ out:
 
 void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)
 {
-    static const char prefix[] = "/proc/self/map_files/";
+    char path[UCM_FILEWATCH_MAP_PATH];
     ucm_filemap_key_t key;
-    char path[80], *p;
 
     if ((ucm_filewatch_fd < 0) || (size == 0)) {
         return;
     }
-    memcpy(path, prefix, sizeof(prefix) - 1);
-    p             = ucm_filewatch_fmt(path + sizeof(prefix) - 1, addr, 16);
-    *p++          = '-';
-    p             = ucm_filewatch_fmt(p, addr + size, 16);
-    *p            = '\0';
+    ucm_filewatch_map_path(path, addr, addr + size);
     key.kind      = UCM_FILEMAP_SYSV;
     key.ino       = (uint64_t)shmid;
     key.dev       = 0;
@@ -328,9 +332,8 @@ void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)
 
 static int ucm_filewatch_scan_cb(void *arg, const ucm_procmaps_entry_t *m)
 {
-    static const char prefix[] = "/proc/self/map_files/";
+    char path[UCM_FILEWATCH_MAP_PATH];
     ucm_filemap_key_t key;
-    char path[80], *p;
 
     if (!m->shared || (m->inode == 0) || (m->path[0] != '/') ||
         !strncmp(m->path, "/dev/", 5)) {
@@ -344,11 +347,7 @@ static int ucm_filewatch_scan_cb(void *arg, const ucm_procmaps_entry_t *m)
         key.dev  = makedev(m->dev_major, m->dev_minor);
     }
     key.ino = m->inode;
-    memcpy(path, prefix, sizeof(prefix) - 1);
-    p    = ucm_filewatch_fmt(path + sizeof(prefix) - 1, m->start, 16);
-    *p++ = '-';
-    p    = ucm_filewatch_fmt(p, m->end, 16);
-    *p   = '\0';
+    ucm_filewatch_map_path(path, m->start, m->end);
     ucm_filewatch_add_path(path, &key);
     return 0;
 }
@@ -543,6 +542,9 @@ void ucm_filewatch_init(void)
                   "(%d..%d): file watch off",
                   signo, SIGRTMIN, SIGRTMAX);
         return;
+    }
+    if (access("/proc/thread-self/fd", F_OK) != 0) {
+        ucm_filewatch_fd_dir = "/proc/self/fd/"; /* before Linux 3.17 */
     }
     fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) {

@@ -127,11 +127,15 @@ int fw_check(const std::vector<range_t> &watched,
     return (s.over_reported == 0) ? FW_OK : FW_OVER;
 }
 
+/* fd, made len bytes long; -1 if fd is not a descriptor or that failed */
+int fw_sized(int fd, size_t len)
+{
+    return ((fd >= 0) && (ftruncate(fd, (off_t)len) == 0)) ? fd : -1;
+}
+
 int fw_memfd(size_t len)
 {
-    int fd = memfd_create("ucmt-filewatch", MFD_CLOEXEC);
-
-    return ((fd >= 0) && (ftruncate(fd, (off_t)len) == 0)) ? fd : -1;
+    return fw_sized(memfd_create("ucmt-filewatch", MFD_CLOEXEC), len);
 }
 
 /* a file of len bytes in /dev/shm, unlinked at once (its descriptor and
@@ -145,7 +149,7 @@ int fw_shm_file(size_t len, std::string *path)
         return -1;
     }
     *path = tmpl;
-    return (ftruncate(fd, (off_t)len) == 0) ? fd : -1;
+    return fw_sized(fd, len);
 }
 
 /* The memfd shrunk by an inline ftruncate: both mappings lose the tail. */
@@ -354,10 +358,9 @@ bool fw_notifies_punch(int fd)
  * no hook sees; -1 if none. */
 int fw_memfd_inline(size_t len)
 {
-    int fd =
-        (int)ucmt_rawsys(SYS_memfd_create, "ucmt-filewatch-raw", MFD_CLOEXEC);
-
-    return ((fd >= 0) && (ftruncate(fd, (off_t)len) == 0)) ? fd : -1;
+    return fw_sized(
+        (int)ucmt_rawsys(SYS_memfd_create, "ucmt-filewatch-raw", MFD_CLOEXEC),
+        len);
 }
 
 /* Whether the kernel notifies for memfd_create()'s own descriptor. */
@@ -415,8 +418,8 @@ UCMT_CHILD_SCENARIO(fw_memfd_syscall_punch)
 {
     return fw_memfd_remove(
         [](size_t len) {
-            int fd = (int)syscall(SYS_memfd_create, "ucmt-filewatch-sc", 0);
-            return ((fd >= 0) && (ftruncate(fd, (off_t)len) == 0)) ? fd : -1;
+            return fw_sized(
+                (int)syscall(SYS_memfd_create, "ucmt-filewatch-sc", 0), len);
         },
         true);
 }
