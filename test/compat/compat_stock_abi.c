@@ -1237,12 +1237,17 @@ static int case9_stock_cache(void)
 
 /* ------------------------------------------------------------------------- */
 
-int main(void)
+int main(int argc, char **argv)
 {
     const char *env = getenv("COMPAT_ABI_ITERS");
     long iters      = (env != NULL) ? atol(env) : 100000;
     int fails       = 0;
     char *probe;
+
+    if ((argc > 1) && !strcmp(argv[1], "--ucx-api")) {
+        printf("%s\n", COMPAT_STOCK_RELEASE); /* the headers' API */
+        return 0;
+    }
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     page_size = sysconf(_SC_PAGESIZE);

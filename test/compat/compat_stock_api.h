@@ -17,9 +17,9 @@
 #include <ucs/memory/rcache.h>
 
 #ifdef STOCK_UCX_RCACHE_V117
-#define COMPAT_STOCK_RELEASE       "1.17+"
-#define COMPAT_STOCK_REGION_SIZE   88
-#define COMPAT_STOCK_PARAMS_SIZE   64
+#define COMPAT_STOCK_RELEASE        "1.17+"
+#define COMPAT_STOCK_REGION_SIZE    88
+#define COMPAT_STOCK_PARAMS_SIZE    64
 #define COMPAT_PARAMS_ALIGN(_p, _a) ((void)(_p), (void)(_a))
 #define COMPAT_RCACHE_GET(_fn, _rc, _addr, _len, _align, _prot, _arg, _rp)     \
     (_fn)(_rc, _addr, _len, _align, _prot, _arg, _rp)

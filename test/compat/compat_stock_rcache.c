@@ -60,7 +60,7 @@ static const ucs_rcache_ops_t compat_ops = {
     .mem_dereg = compat_dereg,
 };
 
-int main(void)
+int main(int argc, char **argv)
 {
     const size_t size = 1 << 20;
     ucs_rcache_params_t params;
@@ -68,6 +68,11 @@ int main(void)
     ucs_rcache_t *rcache;
     uint64_t old_pfn;
     char *buf, *again;
+
+    if ((argc > 1) && !strcmp(argv[1], "--ucx-api")) {
+        printf("%s\n", COMPAT_STOCK_RELEASE); /* the headers' API */
+        return 0;
+    }
 
     memset(&params, 0, sizeof(params));
     params.region_struct_size = sizeof(ucs_rcache_region_t);

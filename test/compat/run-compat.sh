@@ -86,6 +86,56 @@ check_stock_imports() {
     return $bad
 }
 
+# compat_stock_rcache with libucm_rcache.so.0 preloaded as well: which
+# release the library decides it runs under, checked by its one line
+# (rcache_stock_abi.c).  $1: expected "served" or "aside" or "unknown";
+# extra environment in "$@" after it.  Returns 1 on a mismatch.
+run_rcache_release() {
+    local want=$1 out r lines
+    shift
+    out=$(mktemp /tmp/compat_stock_rcache.XXXXXX)
+    timeout -k 5 120 env "$@" UCM_RCACHE_STATS=y \
+        LD_PRELOAD="$ours:${fake_ucp:+$fake_ucp:}$ours_rcache" "$test" \
+        >"$out" 2>&1
+    r=$?
+    cat "$out"
+    lines=$(grep -c "registration caches left to UCX's libucs\|this library does not know\|release cannot be told" "$out")
+    case $want in
+    served)
+        [ "$lines" -eq 0 ] && grep -q "rcache 'compat' (destroyed)" "$out" ||
+            { echo "FAIL: expected this cache to serve (stats line, no step-aside line)"; r=1; } ;;
+    aside)
+        [ "$lines" -eq 1 ] && grep -q "registration caches left to UCX's libucs" "$out" ||
+            { echo "FAIL: expected one step-aside line, got $lines"; r=1; } ;;
+    unknown)
+        [ "$lines" -eq 1 ] && grep -q "UCX 1.99.0 .*does not know" "$out" ||
+            { echo "FAIL: expected one line naming UCX 1.99.0, got $lines"; r=1; } ;;
+    esac
+    grep -q "is not a power of 2" "$out" &&
+        { echo "FAIL: the cache read another release's params"; r=1; }
+    rm -f "$out"
+    return $r
+}
+
+# UCP's own caches (ucp_rcache, 1.17+) through a real libucp: ucx_info
+# creates a UCP context.  $1: "clean" (no rcache error line) or "broken"
+# (the negative control: the 1.13 path forced, the params misread).
+run_ucp_context() {
+    local want=$1 out
+    shift
+    out=$(timeout -k 5 60 env "$@" UCX_TLS=tcp,posix,self \
+          LD_PRELOAD="$ours:$ours_rcache" ucx_info -e -u t 2>&1)
+    echo "$out" | grep -i "rcache" | sed 's/^/    ucx_info: /'
+    if [ "$want" = clean ]; then
+        ! echo "$out" | grep -q "\[ucs rcache\] error" ||
+            { echo "FAIL: ucx_info: an rcache error line"; return 1; }
+    else
+        echo "$out" | grep -q "is not a power of 2" ||
+            { echo "FAIL: negative control: 1.13's path under this UCX did not misread"; return 1; }
+    fi
+    return 0
+}
+
 rc=0
 for mode in bistro reloc; do
     echo "--- $test, UCX_MEM_MMAP_HOOK_MODE=$mode"
@@ -93,6 +143,10 @@ for mode in bistro reloc; do
     *compat_stock_rcache)
         UCX_MEM_MMAP_HOOK_MODE=$mode LD_PRELOAD=$ours "$test" || rc=1 ;;
     *compat_stock_abi)
+        if "$test" --ucx-api | grep -q "1.17+"; then
+            echo "SKIP: built against UCX 1.17+ headers: libucm_rcache.so.0 hands those releases' calls to UCX's libucs (compat_stock_rcache checks that); this test drives the 1.13 layouts it serves"
+            exit 77
+        fi
         if [ ! -e "$ours_rcache" ]; then
             echo "FAIL: $ours_rcache not built"; exit 1
         fi
@@ -114,6 +168,37 @@ done
 # iterations: userfaultfd is not available there (the monitor falls back to
 # the hooks, the raw-munmap sub-case says it is skipped)
 case "$test" in
+*compat_stock_rcache)
+    if [ ! -e "$ours_rcache" ]; then
+        echo "FAIL: $ours_rcache not built"; exit 1
+    fi
+    release=$("$test" --ucx-api)
+    echo "--- $test with libucm_rcache.so.0 preloaded, UCX $release"
+    case $release in
+    1.13*) run_rcache_release served || rc=1 ;;
+    *)     run_rcache_release aside || rc=1 ;;
+    esac
+    # a release the table does not know: a libucp that says 1.99.0
+    tmp=$(mktemp -d /tmp/compat_fake_ucp.XXXXXX)
+    if echo 'void ucp_get_version(unsigned *a, unsigned *b, unsigned *c)
+{ *a = 1; *b = 99; *c = 0; }' | ${CC:-cc} -shared -fPIC -x c - -o "$tmp/libucp.so.0" 2>/dev/null; then
+        echo "--- $test with a libucp that reports UCX 1.99.0"
+        fake_ucp=$tmp/libucp.so.0 run_rcache_release unknown || rc=1
+    else
+        echo "--- unknown release: skipped: no C compiler (${CC:-cc}) to build the fake libucp"
+    fi
+    rm -rf "$tmp"
+    if ! command -v ucx_info >/dev/null 2>&1; then
+        echo "--- UCP context: skipped: ucx_info (ucx-utils) not installed"
+    else
+        echo "--- UCP context (ucx_info -e -u t) with libucm_rcache.so.0"
+        run_ucp_context clean || rc=1
+        case $release in
+        1.13*) ;;
+        *) echo "--- negative control: UCM_RCACHE_UCX=1.13 under UCX $release"
+           run_ucp_context broken UCM_RCACHE_UCX=1.13 || rc=1 ;;
+        esac
+    fi ;;
 *compat_ucm_exports)
     check_stock_imports || rc=1 ;;
 *compat_stock_abi)

@@ -80,9 +80,9 @@ static ucs_status_t ucs_rcache_stock_release_fallback(unsigned *major,
         *minor = 13;
         return UCS_OK;
     }
-    return (dlsym(RTLD_DEFAULT, "ucs_load_modules") != NULL) ?
-                   UCS_ERR_UNSUPPORTED :
-                   UCS_ERR_NO_ELEM;
+    return (dlsym(RTLD_DEFAULT, "ucs_load_modules") != NULL)
+               ? UCS_ERR_UNSUPPORTED
+               : UCS_ERR_NO_ELEM;
 }
 
 static ucs_status_t ucs_rcache_stock_release(unsigned *major, unsigned *minor,
@@ -122,7 +122,7 @@ ucs_rcache_stock_abi_t ucs_rcache_stock_abi_decide(void)
     status = ucs_rcache_stock_release(&major, &minor, &patch, &how);
     if (status == UCS_OK) {
         for (i = 0; i < sizeof(ucs_rcache_stock_releases) /
-                                sizeof(ucs_rcache_stock_releases[0]);
+                            sizeof(ucs_rcache_stock_releases[0]);
              ++i) {
             if ((ucs_rcache_stock_releases[i].major == major) &&
                 (minor >= ucs_rcache_stock_releases[i].minor_first) &&

@@ -15,7 +15,7 @@
 
 typedef enum {
     UCS_RCACHE_STOCK_ABI_UNDECIDED = 0,
-    UCS_RCACHE_STOCK_ABI_113, /* served: UCX 1.13's layouts (rcache.h) */
+    UCS_RCACHE_STOCK_ABI_113,  /* served: UCX 1.13's layouts (rcache.h) */
     UCS_RCACHE_STOCK_ABI_ASIDE /* every call to libucs */
 } ucs_rcache_stock_abi_t;
 
