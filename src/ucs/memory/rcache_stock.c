@@ -254,7 +254,9 @@ UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
                                       size_t length, uintptr_t a4, uintptr_t a5,
                                       uintptr_t a6, uintptr_t a7)
 {
-    if (ucs_likely(ucs_rcache_stock_abi_mode == UCS_RCACHE_STOCK_ABI_113)) {
+    if (ucs_likely(
+            __atomic_load_n(&ucs_rcache_stock_abi_mode, __ATOMIC_RELAXED) ==
+            UCS_RCACHE_STOCK_ABI_113)) {
         return ucs_rcache_stock_own_get(rcache, address, length, (int)a4,
                                         (void *)a5, (ucs_rcache_region_t **)a6);
     }
@@ -283,7 +285,9 @@ ucs_rcache_stock_put_aside(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
 UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
                                      ucs_rcache_region_t *region)
 {
-    if (ucs_likely(ucs_rcache_stock_abi_mode == UCS_RCACHE_STOCK_ABI_113)) {
+    if (ucs_likely(
+            __atomic_load_n(&ucs_rcache_stock_abi_mode, __ATOMIC_RELAXED) ==
+            UCS_RCACHE_STOCK_ABI_113)) {
         ucs_rcache_stock_own_put(rcache, region);
         return;
     }
