@@ -32,6 +32,8 @@
 #include <ucs/type/status.h>
 #include <ucm/api/ucm.h>
 
+#include "compat_stock_api.h"
+
 /* Debian's rcache.h pulls in mpool.h, ours does not: prove which one this is */
 #ifndef UCS_MPOOL_H_
 #error "compat_stock_abi must be compiled against Debian's UCX 1.13 headers"
@@ -52,8 +54,18 @@
 
 #include "../common/rawsys.h"
 
-_Static_assert(sizeof(ucs_rcache_region_t) == 80, "UCX 1.13.1 region size");
-_Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1 params size");
+_Static_assert(sizeof(ucs_rcache_region_t) == COMPAT_STOCK_REGION_SIZE,
+               "UCX region size");
+_Static_assert(sizeof(ucs_rcache_params_t) == COMPAT_STOCK_PARAMS_SIZE,
+               "UCX params size");
+
+/* The alignment a get asks for where the API has one (1.17+); 1.13 takes
+ * it from the params. */
+static size_t abi_get_align = 4096;
+
+#define abi_get_with(_fn, _rc, _addr, _len, _prot, _arg, _rp)                  \
+    COMPAT_RCACHE_GET(_fn, _rc, _addr, _len, abi_get_align, _prot, _arg, _rp)
+#define abi_get(...) abi_get_with(ucs_rcache_get, __VA_ARGS__)
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -132,10 +144,9 @@ static ucs_status_t abi_mem_reg(void *context, ucs_rcache_t *rcache, void *arg,
     r->nested = NULL;
     memset(r->tail, 0x5a, sizeof(r->tail));
     if (cache->nested != NULL) {
-        status =
-            ucs_rcache_get(cache->nested->rcache, (void *)region->super.start,
-                           region->super.end - region->super.start,
-                           region->prot, NULL, &r->nested);
+        status = abi_get(cache->nested->rcache, (void *)region->super.start,
+                         region->super.end - region->super.start, region->prot,
+                         NULL, &r->nested);
         if (status != UCS_OK) {
             return status;
         }
@@ -188,8 +199,7 @@ static void abi_params(ucs_rcache_params_t *params, abi_cache_t *cache,
 {
     memset(params, 0, sizeof(*params));
     params->region_struct_size = sizeof(abi_region_t);
-    params->alignment          = alignment;
-    params->max_alignment      = 4096;
+    COMPAT_PARAMS_ALIGN(params, alignment);
     params->ucm_events = UCM_EVENT_VM_UNMAPPED | UCM_EVENT_MEM_TYPE_FREE;
     params->ucm_event_priority = 1000;
     params->ops                = &abi_ops;
@@ -350,9 +360,10 @@ static int case12_basic(const char *name, size_t alignment)
     if (abi_create(&c, name, alignment, 0, 0)) {
         return 1;
     }
+    abi_get_align = alignment; /* main() sets 4096 again */
     /* miss: a registration covering the aligned request */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 100, 5000, PROT_READ | PROT_WRITE,
-                             NULL, &r1) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf + 100, 5000, PROT_READ | PROT_WRITE, NULL,
+                      &r1) == UCS_OK,
               "first get");
     ABI_CHECK(c.regs == 1, "regs %ld", c.regs);
     if (abi_region_ok(&c, r1, buf + 100, 5000, alignment)) {
@@ -367,8 +378,7 @@ static int case12_basic(const char *name, size_t alignment)
     ucs_rcache_region_put(c.rcache, r1);
 
     /* hit inside it: same region, nothing registered */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 200, 100, PROT_READ, NULL, &r2) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf + 200, 100, PROT_READ, NULL, &r2) == UCS_OK,
               "second get");
     ABI_CHECK(r2 == r1, "hit returned another region");
     ABI_CHECK(c.regs == 1, "a hit registered: regs %ld", c.regs);
@@ -388,7 +398,7 @@ static int case12_basic(const char *name, size_t alignment)
     ABI_CHECK(c.deregs == 1, "deregs %ld after the last put", c.deregs);
 
     /* the same range again: a new registration */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 100, 5000, PROT_READ, NULL, &r3) ==
+    ABI_CHECK(abi_get(c.rcache, buf + 100, 5000, PROT_READ, NULL, &r3) ==
                   UCS_OK,
               "get after invalidate");
     ABI_CHECK(c.regs == 2, "invalidated region reused: regs %ld", c.regs);
@@ -401,12 +411,12 @@ static int case12_basic(const char *name, size_t alignment)
     ABI_CHECK(c.deregs == 2, "deregs %ld", c.deregs);
 
     /* a request overlapping a cached region: a region covering it */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, 3 * page_size, PROT_READ, NULL,
-                             &r1) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, 3 * page_size, PROT_READ, NULL, &r1) ==
+                  UCS_OK,
               "get");
     ucs_rcache_region_put(c.rcache, r1);
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + 2 * page_size, 4 * page_size,
-                             PROT_READ, NULL, &r2) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf + 2 * page_size, 4 * page_size, PROT_READ,
+                      NULL, &r2) == UCS_OK,
               "overlap get");
     if (abi_region_ok(&c, r2, buf + 2 * page_size, 4 * page_size, alignment)) {
         return 1;
@@ -439,8 +449,8 @@ static int case1_lru(void)
     }
     /* ten distinct unused regions (one page apart: nothing merges) */
     for (i = 0; i < count; ++i) {
-        ABI_CHECK(ucs_rcache_get(c.rcache, buf + 2 * i * page_size, page_size,
-                                 PROT_READ | PROT_WRITE, NULL, &r) == UCS_OK,
+        ABI_CHECK(abi_get(c.rcache, buf + 2 * i * page_size, page_size,
+                          PROT_READ | PROT_WRITE, NULL, &r) == UCS_OK,
                   "get %d", i);
         ucs_rcache_region_put(c.rcache, r);
         if (c.regs - c.deregs > max_live) {
@@ -503,8 +513,8 @@ static int case3_unmap(void)
     if (abi_create(&c, "abi-unmap", 4096, 0, 0)) {
         return 1;
     }
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get");
     old_pfn = ((abi_region_t *)r)->pfn;
     ucs_rcache_region_put(c.rcache, r);
@@ -514,8 +524,8 @@ static int case3_unmap(void)
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     ABI_CHECK(p == buf, "mmap(MAP_FIXED)");
     memset(buf, 2, size);
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get after mmap(MAP_FIXED)");
     ABI_CHECK(c.regs == 2,
               "stale region reused after mmap(MAP_FIXED): "
@@ -547,8 +557,7 @@ static int case3_unmap(void)
         buf = abi_map(size, 3);
     } else {
         memset(buf, 3, size);
-        ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-                      UCS_OK,
+        ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ, NULL, &r) == UCS_OK,
                   "get after munmap+mmap");
         ABI_CHECK(c.regs == 3, "stale region reused after munmap: regs %ld",
                   c.regs);
@@ -558,8 +567,7 @@ static int case3_unmap(void)
 
     /* munmap by an inline syscall instruction (libucm hooks syscall()): no
      * hook sees it, the userfaultfd monitor may */
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ, NULL, &r) == UCS_OK,
               "get");
     ucs_rcache_region_put(c.rcache, r);
     regs   = c.regs;
@@ -578,8 +586,7 @@ static int case3_unmap(void)
         buf = NULL;
     } else {
         memset(buf, 4, size);
-        ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-                      UCS_OK,
+        ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ, NULL, &r) == UCS_OK,
                   "get after raw munmap");
         ucs_rcache_region_put(c.rcache, r);
         if (c.regs == regs + 1) {
@@ -625,16 +632,15 @@ static int case4_nested(void)
     }
     a.nested = &b;
 
-    ABI_CHECK(ucs_rcache_get(a.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(a.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get");
     ABI_CHECK((a.regs == 1) && (b.regs == 1), "regs %ld %ld", a.regs, b.regs);
     ABI_CHECK(((abi_region_t *)r)->nested != NULL, "no nested region");
     if (abi_region_ok(&b, ((abi_region_t *)r)->nested, buf, size, 4096)) {
         return 1;
     }
-    ABI_CHECK(ucs_rcache_get(a.rcache, buf, size, PROT_READ, NULL, &r2) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get(a.rcache, buf, size, PROT_READ, NULL, &r2) == UCS_OK,
               "get");
     ABI_CHECK((r2 == r) && (a.regs == 1) && (b.regs == 1), "hit: regs %ld %ld",
               a.regs, b.regs);
@@ -643,11 +649,11 @@ static int case4_nested(void)
 
     /* unmapped: A's region goes at A's next call, and with it B's */
     munmap(buf, size);
-    ABI_CHECK(ucs_rcache_get(a.rcache, other, page_size, PROT_READ, NULL, &r) ==
+    ABI_CHECK(abi_get(a.rcache, other, page_size, PROT_READ, NULL, &r) ==
                   UCS_OK,
               "get");
     ucs_rcache_region_put(a.rcache, r);
-    ABI_CHECK(ucs_rcache_get(b.rcache, other, page_size, PROT_READ, NULL, &r) ==
+    ABI_CHECK(abi_get(b.rcache, other, page_size, PROT_READ, NULL, &r) ==
                   UCS_OK,
               "get");
     ucs_rcache_region_put(b.rcache, r);
@@ -683,11 +689,10 @@ static int case5_destroy_held(void)
     if (abi_create(&c, "abi-destroy-held", 4096, 0, 0)) {
         return 1;
     }
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ, NULL, &r) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ, NULL, &r) == UCS_OK,
               "get");
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf + page_size, page_size, PROT_READ,
-                             NULL, &r2) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf + page_size, page_size, PROT_READ, NULL,
+                      &r2) == UCS_OK,
               "get");
     ucs_rcache_region_put(c.rcache, r2);
     abi_capture_begin();
@@ -714,15 +719,15 @@ static int abi_child(abi_cache_t *c, char *buf, size_t size)
     long regs    = c->regs;
     ucs_rcache_region_t *r;
 
-    if ((ucs_rcache_get(c->rcache, nbuf, nsize, PROT_READ | PROT_WRITE, NULL,
-                        &r) != UCS_OK) ||
+    if ((abi_get(c->rcache, nbuf, nsize, PROT_READ | PROT_WRITE, NULL, &r) !=
+         UCS_OK) ||
         (c->regs != regs + 1)) {
         printf("FAIL: child: get of a new buffer (regs %ld)\n", c->regs);
         return 1;
     }
     ucs_rcache_region_put(c->rcache, r);
     /* the parent's registration is not the child's */
-    if ((ucs_rcache_get(c->rcache, buf, size, PROT_READ, NULL, &r) != UCS_OK) ||
+    if ((abi_get(c->rcache, buf, size, PROT_READ, NULL, &r) != UCS_OK) ||
         (c->regs != regs + 2)) {
         printf("FAIL: child: get of the parent's buffer (regs %ld)\n", c->regs);
         return 1;
@@ -758,8 +763,8 @@ static int case6_fork(void)
     if (abi_create(&c, "abi-fork", 4096, 0, 0)) {
         return 1;
     }
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get");
     ucs_rcache_region_put(c.rcache, r);
     pfn_before = abi_pfn(buf);
@@ -776,8 +781,8 @@ static int case6_fork(void)
     /* parent, child gone: write, then get */
     memset(buf, 8, size);
     regs = c.regs;
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get after fork");
     printf("  after the child: pfn %llx -> %llx, region's %llx, regs %ld -> "
            "%ld\n",
@@ -799,8 +804,8 @@ static int case6_fork(void)
                    0)) {
         return 1;
     }
-    ABI_CHECK(ucs_rcache_get(p.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(p.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get");
     ucs_rcache_region_put(p.rcache, r);
     pfn_before = abi_pfn(buf);
@@ -818,8 +823,8 @@ static int case6_fork(void)
     close(pipefd[0]);
     memset(buf, 9, size);
     regs = p.regs;
-    ABI_CHECK(ucs_rcache_get(p.rcache, buf, size, PROT_READ | PROT_WRITE, NULL,
-                             &r) == UCS_OK,
+    ABI_CHECK(abi_get(p.rcache, buf, size, PROT_READ | PROT_WRITE, NULL, &r) ==
+                  UCS_OK,
               "get after fork");
     printf("  PURGE_ON_FORK, child alive: pfn %llx -> %llx, region's %llx, "
            "regs %ld -> %ld\n",
@@ -862,8 +867,8 @@ static void *abi_thread(void *arg)
     pthread_barrier_wait(t->barrier);
     for (i = 0; i < t->iters; ++i) {
         off = (i % 8) * 64;
-        if (ucs_rcache_get(t->cache->rcache, t->own + off, t->size / 2,
-                           PROT_READ | PROT_WRITE, NULL, &r) != UCS_OK) {
+        if (abi_get(t->cache->rcache, t->own + off, t->size / 2,
+                    PROT_READ | PROT_WRITE, NULL, &r) != UCS_OK) {
             ++t->errors;
             continue;
         }
@@ -872,8 +877,8 @@ static void *abi_thread(void *arg)
             ++t->errors;
         }
         ucs_rcache_region_put(t->cache->rcache, r);
-        if (ucs_rcache_get(t->cache->rcache, t->shared + off, t->size / 2,
-                           PROT_READ, NULL, &r) != UCS_OK) {
+        if (abi_get(t->cache->rcache, t->shared + off, t->size / 2, PROT_READ,
+                    NULL, &r) != UCS_OK) {
             ++t->errors;
             continue;
         }
@@ -945,7 +950,7 @@ static int abi_bad_get(const char *what, ucs_rcache_t *rcache, void *addr,
     int errors;
 
     abi_capture_begin();
-    status = ucs_rcache_get(rcache, addr, len, prot, NULL, &r);
+    status = abi_get(rcache, addr, len, prot, NULL, &r);
     errors = abi_capture_end();
     printf("  %s: %s, %d error line(s)\n", what, ucs_status_string(status),
            errors);
@@ -1004,8 +1009,7 @@ static int case8_bad_input(void)
         return 1;
     }
     c.fail = 0;
-    ABI_CHECK(ucs_rcache_get(c.rcache, buf, page_size, PROT_READ, NULL, &r) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get(c.rcache, buf, page_size, PROT_READ, NULL, &r) == UCS_OK,
               "get after a failed registration");
     ABI_CHECK(c.regs == 1, "regs %ld", c.regs);
     ucs_rcache_region_put(c.rcache, r);
@@ -1080,8 +1084,7 @@ static int case8_bad_input(void)
 typedef ucs_status_t (*abi_create_f)(const ucs_rcache_params_t *, const char *,
                                      ucs_stats_node_t *, ucs_rcache_t **);
 typedef void (*abi_destroy_f)(ucs_rcache_t *);
-typedef ucs_status_t (*abi_get_f)(ucs_rcache_t *, void *, size_t, int, void *,
-                                  ucs_rcache_region_t **);
+typedef __typeof__(&ucs_rcache_get) abi_get_f;
 typedef void (*abi_region_f)(ucs_rcache_t *, ucs_rcache_region_t *);
 typedef void (*abi_invalidate_f)(ucs_rcache_t *, ucs_rcache_region_t *,
                                  ucs_rcache_invalidate_comp_func_t, void *);
@@ -1110,8 +1113,8 @@ static int abi_stock_cache(const char *name, abi_create_f create,
     c.name = name;
     abi_params(&params, &c, 4096);
     ABI_CHECK(create(&params, name, NULL, &c.rcache) == UCS_OK, "create");
-    ABI_CHECK(api->get(c.rcache, buf + 10, 3 * page_size, PROT_READ, NULL,
-                       &r1) == UCS_OK,
+    ABI_CHECK(abi_get_with(api->get, c.rcache, buf + 10, 3 * page_size,
+                           PROT_READ, NULL, &r1) == UCS_OK,
               "get");
     ABI_CHECK(c.regs == 1, "regs %ld", c.regs);
     if (abi_region_ok(&c, r1, buf + 10, 3 * page_size, 4096)) {
@@ -1119,8 +1122,8 @@ static int abi_stock_cache(const char *name, abi_create_f create,
     }
     /* a hit: Debian's get holds the region through ucs_rcache_region_hold,
      * which lands in our library and must reach Debian's */
-    ABI_CHECK(api->get(c.rcache, buf + 20, page_size, PROT_READ, NULL, &r2) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get_with(api->get, c.rcache, buf + 20, page_size, PROT_READ,
+                           NULL, &r2) == UCS_OK,
               "get");
     ABI_CHECK((r2 == r1) && (c.regs == 1), "hit: regs %ld", c.regs);
     api->hold(c.rcache, r1);
@@ -1132,16 +1135,16 @@ static int abi_stock_cache(const char *name, abi_create_f create,
     api->put(c.rcache, r1);
     ABI_CHECK((comp == 1) && (c.deregs == 1),
               "after the last put: callback %d deregs %ld", comp, c.deregs);
-    ABI_CHECK(api->get(c.rcache, buf + 10, page_size, PROT_READ, NULL, &r1) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get_with(api->get, c.rcache, buf + 10, page_size, PROT_READ,
+                           NULL, &r1) == UCS_OK,
               "get");
     ABI_CHECK(c.regs == 2, "invalidated region reused: regs %ld", c.regs);
     api->put(c.rcache, r1);
     /* its unmap events come from our libucm */
     munmap(buf, size);
     buf = abi_map(size, 2);
-    ABI_CHECK(api->get(c.rcache, buf, page_size, PROT_READ, NULL, &r1) ==
-                  UCS_OK,
+    ABI_CHECK(abi_get_with(api->get, c.rcache, buf, page_size, PROT_READ, NULL,
+                           &r1) == UCS_OK,
               "get");
     api->put(c.rcache, r1);
     api->destroy(c.rcache);
@@ -1174,8 +1177,8 @@ static int abi_stock_lru(const char *name, abi_create_f create,
     params.max_regions = 4;
     ABI_CHECK(create(&params, name, NULL, &c.rcache) == UCS_OK, "create");
     for (i = 0; i < count; ++i) {
-        ABI_CHECK(api->get(c.rcache, buf + 2 * i * page_size, page_size,
-                           PROT_READ, NULL, &r) == UCS_OK,
+        ABI_CHECK(abi_get_with(api->get, c.rcache, buf + 2 * i * page_size,
+                               page_size, PROT_READ, NULL, &r) == UCS_OK,
                   "get %d", i);
         api->put(c.rcache, r);
     }
@@ -1264,6 +1267,7 @@ int main(void)
     }
     ABI_RUN("1+2: UCP-like caches, get/hold/put/invalidate",
             case12_basic("abi-ucp16", 16) | case12_basic("abi-ucp4k", 4096));
+    abi_get_align = 4096;
     ABI_RUN("1: max_regions 4", case1_lru());
     ABI_RUN("3: unmaps", case3_unmap());
     ABI_RUN("4: mem_reg using another cache", case4_nested());

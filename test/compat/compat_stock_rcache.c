@@ -12,6 +12,8 @@
 #include <ucm/api/ucm.h>
 #include <ucs/memory/rcache.h>
 
+#include "compat_stock_api.h"
+
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,8 +71,7 @@ int main(void)
 
     memset(&params, 0, sizeof(params));
     params.region_struct_size = sizeof(ucs_rcache_region_t);
-    params.alignment          = 4096;
-    params.max_alignment      = 4096;
+    COMPAT_PARAMS_ALIGN(&params, 4096);
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.ucm_event_priority = 1000;
     params.ops                = &compat_ops;
@@ -84,8 +85,8 @@ int main(void)
     buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                -1, 0);
     memset(buf, 1, size);
-    if (ucs_rcache_get(rcache, buf, 4096, PROT_READ | PROT_WRITE, NULL,
-                       &region) != UCS_OK) {
+    if (COMPAT_RCACHE_GET(ucs_rcache_get, rcache, buf, 4096, 4096,
+                          PROT_READ | PROT_WRITE, NULL, &region) != UCS_OK) {
         printf("FAIL: first get\n");
         return 1;
     }
@@ -98,8 +99,8 @@ int main(void)
     again = mmap(buf, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     memset(again, 2, size);
-    if (ucs_rcache_get(rcache, again, 4096, PROT_READ | PROT_WRITE, NULL,
-                       &region) != UCS_OK) {
+    if (COMPAT_RCACHE_GET(ucs_rcache_get, rcache, again, 4096, 4096,
+                          PROT_READ | PROT_WRITE, NULL, &region) != UCS_OK) {
         printf("FAIL: second get\n");
         return 1;
     }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ucs_bench_rcache's cache creation for the stock-ABI column, compiled
- * against Debian's UCX 1.13 headers (/usr/include/ucs), not this project's:
+ * against the system's UCX headers (/usr/include/ucs: Debian 12's 1.13 or,
+ * with STOCK_UCX_RCACHE_V117 from configure, 1.17 and newer), not this
+ * project's:
  * the params and ops below are laid out by UCX's own declarations, as a
  * stock UCX caller lays them out, and handed to libucm_rcache.so.0's
  * ucs_rcache_create.
@@ -43,8 +45,10 @@ int bench_stock_create(void *create_fn, unsigned long max_regions,
 
     memset(&params, 0, sizeof(params));
     params.region_struct_size = sizeof(ucs_rcache_region_t);
-    params.alignment          = 4096;
-    params.max_alignment      = 4096;
+#ifndef STOCK_UCX_RCACHE_V117
+    params.alignment     = 4096; /* since 1.17 an argument of get */
+    params.max_alignment = 4096;
+#endif
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.ucm_event_priority = 1000;
     params.ops                = &bench_stock_ops;

@@ -13,6 +13,7 @@
 #include "common/ucm_test.h"
 #include "rawsys.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
