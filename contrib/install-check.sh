@@ -270,7 +270,7 @@ if [ $deb -eq 1 ]; then
     debs=$(printf '%s\n' "$work"/deb/*.deb | grep -v dbgsym)
     # shellcheck disable=SC2086
     if dpkg -i $debs >"$work/deb/dpkg.log" 2>&1; then
-        ok "dpkg -i $(xargs -n1 basename <<<"$debs" | tr '\n' ' ')beside $(dpkg-query -W -f '${Package} ' libucx0 libucx-dev ucx-utils libopenmpi3 2>/dev/null)"
+        ok "dpkg -i $(xargs -n1 basename <<<"$debs" | tr '\n' ' ')beside $(dpkg-query -W -f '${Package} ' libucx0 libucx-dev ucx-utils libopenmpi3 libopenmpi40 2>/dev/null)"
     else
         tail -n 20 "$work/deb/dpkg.log"
         echo "  FAILED: dpkg -i"

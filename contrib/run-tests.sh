@@ -4,6 +4,7 @@
 # users to run.
 #
 #   contrib/run-tests.sh [--install-deps] [--quick] [--no-two-nodes|--two-nodes]
+#                        [--no-debian13] [--host-only]
 #
 # Stages (each prints its own summary; the script fails if one fails):
 #   0. format: every tracked C/C++ source as .clang-format has it
@@ -31,22 +32,34 @@
 #      in contrib/ucx-testsuite/known-failures.txt; not with --quick;
 #      SKIP_UCX_TESTSUITE=1 skips it, UCX_TESTSUITE_WORKDIR=DIR keeps and
 #      reuses its UCX build there)
+#   4d. stages 0-4 again in a Debian 13 (trixie) userland: gcc 14, glibc
+#      2.41, Debian's UCX 1.18.1 for the compatibility tests
+#      (contrib/root-tests.sh in contrib/debian-root.sh's cached root, made
+#      on first use with debootstrap from the host's archive, about 2-6 min
+#      once; the stage itself NN min, NN with --quick, where it leaves out
+#      ASan and valgrind); --no-debian13 (or SKIP_DEBIAN13=1) skips it, as
+#      does a host that is not Debian 12, not root, or cannot fetch trixie
+#      (one line each)
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
 #      SKIP_VM_TESTS=1), then the stage across two VMs
 #      (contrib/vm-tests/60-two-nodes.sh, 3-9 min more, 2 x 2 GiB guest
 #      memory); --no-two-nodes (or VM_TEST_NODES=1) leaves that out, and so
 #      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given
+# --host-only runs stages 0-4 only (what stage 4d runs inside the root).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 install_deps=0
 quick=0
+host_only=0
 for arg in "$@"; do
     case "$arg" in
     --install-deps) install_deps=1 ;;
     --quick) quick=1 ;;
     --two-nodes) export VM_TEST_NODES=2 ;;
     --no-two-nodes) export VM_TEST_NODES=1 ;;
+    --no-debian13) export SKIP_DEBIAN13=1 ;;
+    --host-only) host_only=1 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
     esac
 done
@@ -108,7 +121,10 @@ format_check() {
         echo "format check: skipped: clang-format not installed (contrib/deps.sh installs it)"
         return 0
     fi
-    "$top/contrib/format.sh" --check
+    local rc=0
+    "$top/contrib/format.sh" --check || rc=$?
+    [ $rc -eq 77 ] && return 0 # another clang-format major: it said so
+    return $rc
 }
 
 san_check() {
@@ -123,6 +139,17 @@ if [ $quick -eq 0 ]; then
     stage "valgrind" make -C "$top/build" check-valgrind
 fi
 stage "tools smoke (ucm_info, benchmark)" tools_smoke
+
+# the summary, and the end when only the host stages were asked for
+finish() {
+    if [ ${#failed[@]} -gt 0 ]; then
+        echo "FAILED stages: ${failed[*]}"
+        exit 1
+    fi
+    echo "all stages passed"
+    exit 0
+}
+[ $host_only -eq 1 ] && finish
 
 # make install beside Debian's UCX (stage 4a above); exit 77 is a missing
 # prerequisite, reported as a skip.
@@ -173,6 +200,25 @@ if [ $quick -eq 0 ]; then
     stage "UCX 1.13.1 gtest on our libucm (UCM, rcache, memtype)" ucx_testsuite
 fi
 
+# Stages 0-4 in a Debian 13 userland (4d above); exit 77 is a skip whose
+# reason debian-root.sh printed.
+debian13() {
+    local rc=0 q=()
+    if [ "${SKIP_DEBIAN13:-0}" = 1 ]; then
+        echo "skipped: SKIP_DEBIAN13=1"
+        return 0
+    fi
+    if [ "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" != bookworm ]; then
+        echo "skipped: the host is not Debian 12 (bookworm); on Debian 13 the stages above are this stage"
+        return 0
+    fi
+    [ $quick -eq 1 ] && q=(--quick)
+    "$top/contrib/root-tests.sh" --suite trixie "${q[@]}" || rc=$?
+    [ $rc -eq 77 ] && return 0
+    return $rc
+}
+stage "Debian 13 userland: stages 0-4 (gcc 14, glibc 2.41, UCX 1.18.1)" debian13
+
 vm_tests() {
     if [ "${SKIP_VM_TESTS:-0}" = 1 ]; then
         echo "skipped: SKIP_VM_TESTS=1"
@@ -183,9 +229,4 @@ vm_tests() {
     fi
 }
 stage "soft-RoCE VM: verbs tests" vm_tests
-
-if [ ${#failed[@]} -gt 0 ]; then
-    echo "FAILED stages: ${failed[*]}"
-    exit 1
-fi
-echo "all stages passed"
+finish

@@ -86,6 +86,12 @@ for tool in autoreconf automake libtoolize gcc make objcopy nm timeout; do
     command -v $tool >/dev/null || skip "$tool not installed (contrib/deps.sh installs it)"
 done
 [ -f "$ucm_lib" ] || skip "our libucm not found at $ucm_lib (build first, or --ucm PATH)"
+# Debian's libucm is a baseline of the 1.13.1 module: Debian 12's only
+deb_ucx=$(dpkg-query -W -f '${Version}' libucx0 2>/dev/null) || deb_ucx=
+case $deb_ucx in
+"$UCX_VERSION"*) ;;
+*) skip "Debian's UCX here is ${deb_ucx:-not installed}, not $UCX_VERSION (Debian 12's), the baseline of the $UCX_VERSION module" ;;
+esac
 [ -z "$src_dir" ] || [ -f "$src_dir/configure.ac" ] || die "--src $src_dir: no configure.ac there"
 
 # Nothing from the caller's environment steers the build or the runs to a

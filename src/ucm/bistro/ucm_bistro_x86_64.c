@@ -118,6 +118,14 @@ static int ucm_bistro_decode(const uint8_t *code, ucm_bistro_insn_t *insn)
         insn->modrm_at = (int)(p - code);
         imm            = opsize16 ? 2 : 4;
         break;
+    case 0xf6: /* group 3: test r/m, imm (/0, /1; glibc 2.41's mmap starts
+                * with one); not, neg, mul, div (/2../7) have no immediate */
+    case 0xf7:
+        insn->modrm_at = (int)(p - code);
+        if (((*p >> 3) & 7) < 2) {
+            imm = (op == 0xf6) ? 1 : opsize16 ? 2 : 4;
+        }
+        break;
     case 0x0f:
         if (*p == 0x1f) { /* multi-byte nop */
             ++p;

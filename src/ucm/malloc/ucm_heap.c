@@ -574,7 +574,16 @@ int ucm_heap_is_glibc_malloc(void)
     }
     base = strrchr(info.dli_fname, '/');
     base = (base != NULL) ? base + 1 : info.dli_fname;
-    return !strncmp(base, "libc.so", 7) && ucm_heap_layout_matches();
+    if (strncmp(base, "libc.so", 7)) {
+        return 0;
+    }
+    if (!ucm_heap_layout_matches()) {
+        ucm_warn("glibc %s: malloc's chunk header is not the known layout: "
+                 "heap events of malloc not tracked in reloc mode",
+                 gnu_get_libc_version());
+        return 0;
+    }
+    return 1;
 }
 
 typedef struct {
@@ -602,7 +611,7 @@ static int ucm_heap_arena_layout_known(void)
 
     if ((sscanf(gnu_get_libc_version(), "%u.%u", &major, &minor) != 2) ||
         (major != 2) || (minor < 27)) {
-        ucm_diag("glibc %s: arena heaps not tracked (layout unknown)",
+        ucm_warn("glibc %s: arena heaps not tracked (layout unknown)",
                  gnu_get_libc_version());
         return 0;
     }

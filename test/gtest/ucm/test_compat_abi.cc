@@ -212,6 +212,28 @@ TEST_F(CompatAbi, BistroPatchRedirectsTrampolineRunsOriginalRestoreUndoes)
     EXPECT_EQ(42, fn());
 }
 
+/* Group 3 (0xf6/0xf7): test takes an immediate, not/neg/mul/div none.
+ * The lengths are objdump's; the first is glibc 2.41's mmap entry. */
+TEST_F(CompatAbi, BistroDecodesTestWithImmediate)
+{
+    static const struct {
+        uint8_t code[8];
+        size_t len;
+    } insns[] = {
+        {{0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00}, 7}, /* test $0xfff,%r9d */
+        {{0xf6, 0xc1, 0x01}, 3},                         /* test $0x1,%cl */
+        {{0x66, 0xf7, 0xc1, 0x34, 0x12}, 5},             /* test $0x1234,%cx */
+        {{0xf7, 0x44, 0x24, 0x08, 1, 0, 0, 0}, 8}, /* testl $1,0x8(%rsp) */
+        {{0x48, 0xf7, 0xd8}, 3},                   /* neg %rax */
+        {{0xf7, 0xf1}, 2},                         /* div %ecx */
+    };
+
+    for (const auto &insn : insns) {
+        EXPECT_EQ(insn.len, ucm_bistro_insn_len(insn.code))
+            << "first byte 0x" << std::hex << (int)insn.code[0];
+    }
+}
+
 TEST_F(CompatAbi, BistroPatchDisplacesSeveralInstructionsOfAPrologue)
 {
     int (*volatile fn)(int)        = ucmt_compat_plus5;
