@@ -4,7 +4,8 @@
 # users to run.
 #
 #   contrib/run-tests.sh [--install-deps] [--quick] [--no-two-nodes|--two-nodes]
-#                        [--no-debian13] [--host-only]
+#                        [--no-debian13] [--host-only] [--ucx-newest]
+#                        [--debian13-vm]
 #
 # Stages (each prints its own summary; the script fails if one fails):
 #   0. format: every tracked C/C++ source as .clang-format has it
@@ -40,6 +41,13 @@
 #      ASan and valgrind); --no-debian13 (or SKIP_DEBIAN13=1) skips it, as
 #      does a host that is not Debian 12, not root, or cannot fetch trixie
 #      (one line each)
+#   4e. the same with Debian 13's UCX 1.18.1, built from the upstream
+#      release archive (ucx-1.18.1.tar.xz in $UCX_SRC_DIR, else in
+#      ../shared/ucx-src beside the checkout; skipped with the reason when
+#      absent), 7-10 min on 2 cores; --ucx-newest (or UCX_TESTSUITE_NEWEST=1)
+#      adds upstream's newest, 1.22.0, as a stage of its own (7-10 min
+#      more); not with --quick; SKIP_UCX_TESTSUITE_NEW=1 skips both;
+#      with UCX_TESTSUITE_WORKDIR their builds go to DIR/ucx-RELEASE
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
 #      SKIP_VM_TESTS=1), then the stage across two VMs
@@ -60,6 +68,7 @@ for arg in "$@"; do
     --no-two-nodes) export VM_TEST_NODES=1 ;;
     --no-debian13) export SKIP_DEBIAN13=1 ;;
     --host-only) host_only=1 ;;
+    --ucx-newest) export UCX_TESTSUITE_NEWEST=1 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
     esac
 done
@@ -180,16 +189,26 @@ fi
 
 # UCX's own test cases on our libucm (stage 4c above); exit 77 is a missing
 # prerequisite, reported as a skip.
+# ucx_testsuite [RELEASE]: Debian's 1.13.1 without RELEASE, else the
+# upstream release archive.
 ucx_testsuite() {
-    local rc=0
-    if [ "${SKIP_UCX_TESTSUITE:-0}" = 1 ]; then
-        echo "skipped: SKIP_UCX_TESTSUITE=1"
+    local rc=0 rel=${1:-} skipvar=SKIP_UCX_TESTSUITE args=()
+    [ -z "$rel" ] || skipvar=SKIP_UCX_TESTSUITE_NEW
+    if [ "${!skipvar:-0}" = 1 ]; then
+        echo "skipped: $skipvar=1"
         return 0
+    fi
+    if [ -n "$rel" ]; then
+        args=(--release "$rel")
+        [ -z "${UCX_TESTSUITE_WORKDIR:-}" ] ||
+            args+=(--workdir "$UCX_TESTSUITE_WORKDIR/ucx-$rel")
+    elif [ -n "${UCX_TESTSUITE_WORKDIR:-}" ]; then
+        args=(--workdir "$UCX_TESTSUITE_WORKDIR")
     fi
     "$top/contrib/ucx-testsuite.sh" --ucm "$top/build/src/ucm/.libs/libucm.so.0" \
         --jobs "$(nproc)" \
         --known-failures "$top/contrib/ucx-testsuite/known-failures.txt" \
-        ${UCX_TESTSUITE_WORKDIR:+--workdir "$UCX_TESTSUITE_WORKDIR"} || rc=$?
+        "${args[@]}" || rc=$?
     if [ $rc -eq 77 ]; then
         echo "skipped: a prerequisite is missing (the reason is above)"
         return 0
@@ -198,6 +217,12 @@ ucx_testsuite() {
 }
 if [ $quick -eq 0 ]; then
     stage "UCX 1.13.1 gtest on our libucm (UCM, rcache, memtype)" ucx_testsuite
+    # Debian 13's release by default; upstream's newest on request (both
+    # together would cost 15-20 minutes of the test command's 45).
+    stage "UCX 1.18.1 gtest on our libucm (UCM, rcache, memtype)" ucx_testsuite 1.18.1
+    if [ "${UCX_TESTSUITE_NEWEST:-0}" = 1 ]; then
+        stage "UCX 1.22.0 gtest on our libucm (UCM, rcache, memtype)" ucx_testsuite 1.22.0
+    fi
 fi
 
 # Stages 0-4 in a Debian 13 userland (4d above); exit 77 is a skip whose

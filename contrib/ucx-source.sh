@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash disable=SC2034 # UCX_SOURCE_ERROR: read by the caller
-# UCX 1.13.1's source as Debian ships it (source package ucx=1.13.1-1), for
-# the scripts that build parts of stock UCX: contrib/ucx-testsuite.sh and
-# contrib/ucx-cuda-module.sh.  Sourced, not run:
+# UCX's source for the scripts that build parts of stock UCX
+# (contrib/ucx-testsuite.sh, contrib/ucx-cuda-module.sh): 1.13.1 as Debian
+# ships it (source package ucx=1.13.1-1), or a release tree given as a
+# directory or as its tar archive (upstream 1.18.1, 1.22.0: Debian's archive
+# serves no source for them).  Sourced, not run:
 #
 #   . "$(dirname "$0")/ucx-source.sh"
 #
@@ -27,8 +29,14 @@
 #       ("--- ...") go to stdout, the tail of apt's logs after a failed
 #       download to stderr.  Does not depend on the caller's set -e.
 #
-#   ucx_source_check DIR
-#       Returns 0 when DIR/configure.ac is UCX $UCX_VERSION's, 1 otherwise.
+#   ucx_source_version DIR
+#       Prints the release of the UCX tree DIR (MAJOR.MINOR.PATCH, read from
+#       DIR/configure.ac); returns non-zero with nothing printed when DIR is
+#       not one.
+#
+#   ucx_source_check DIR [RELEASE]
+#       Returns 0 when DIR/configure.ac is UCX RELEASE's (default
+#       $UCX_VERSION), 1 otherwise.
 #
 #   ucx_source_fix_debian_dir DIR
 #       Copies to DIR/debian/ the files configure.ac names that Debian's
@@ -153,9 +161,15 @@ ucx_source_fetch() {
     fi
 }
 
+ucx_source_version() {
+    awk '/^define\(\[ucx_ver_(major|minor|patch)\], *[0-9]+\)/ {
+             v = $2; sub(/\).*/, "", v); p[++n] = v }
+         END { if (n != 3) exit 1; print p[1] "." p[2] "." p[3] }' \
+        "$1/configure.ac" 2>/dev/null
+}
+
 ucx_source_check() {
-    grep -q "define(\[ucx_ver_minor\], 13)" "$1/configure.ac" 2>/dev/null &&
-        grep -q "define(\[ucx_ver_patch\], 1)" "$1/configure.ac"
+    [ "$(ucx_source_version "$1")" = "${2:-$UCX_VERSION}" ]
 }
 
 ucx_source_fix_debian_dir() {
@@ -167,39 +181,79 @@ ucx_source_fix_debian_dir() {
     done
 }
 
-# ucx_source_prepare WORKDIR SRC_DIR [STALE...]
+# ucx_source_unpack_release FILE DEST: the one top directory of the tar
+# archive FILE (an upstream release, as git archive makes it) as DEST.
+ucx_source_unpack_release() {
+    local file=$1 dest=$2 tmp=$2.unpack top
+    rm -rf "$tmp" && mkdir -p "$tmp" && tar -xf "$file" -C "$tmp" || return 1
+    top=$(find "$tmp" -mindepth 1 -maxdepth 1)
+    [ -d "$top" ] && [ "$(echo "$top" | wc -l)" -eq 1 ] || return 1
+    mv "$top" "$dest" && rmdir "$tmp"
+}
+
+# ucx_source_prepare WORKDIR SRC [STALE...]
+#     ucx_source_prepare_release with RELEASE $UCX_VERSION.
+# ucx_source_prepare_release WORKDIR SRC RELEASE [STALE...]
 #     WORKDIR/src ready to configure: kept when WORKDIR/src.origin says it
-#     came from the same place (SRC_DIR, or Debian's package when SRC_DIR is
-#     empty), else made again (copied from SRC_DIR or fetched; checked to be
-#     UCX $UCX_VERSION; debian/ mended; autogen.sh, log in
+#     came from the same place (SRC, or Debian's package when SRC is empty),
+#     else made again (SRC a directory: copied; SRC a file: a tar archive of
+#     one release tree, unpacked; empty: Debian's package fetched, which
+#     needs RELEASE $UCX_VERSION; checked to be UCX RELEASE, any release when
+#     RELEASE is empty; debian/ mended; autogen.sh, log in
 #     WORKDIR/autogen.log), with STALE (the caller's build directories)
-#     removed first.  Returns as ucx_source_fetch; 3 also for a failed copy,
-#     a tree that is not UCX $UCX_VERSION, or autogen.sh failing.
+#     removed first.  The caller reads the release with ucx_source_version
+#     WORKDIR/src.  Returns as ucx_source_fetch; 3 also for a failed copy or
+#     unpack, a tree that is not UCX RELEASE, or autogen.sh failing.
 ucx_source_prepare() {
-    local workdir=$1 src_dir=$2 src=$1/src origin rc
+    local workdir=$1 src_dir=$2
     shift 2
-    origin=${src_dir:+dir:$(cd "$src_dir" 2>/dev/null && pwd)}
-    origin=${origin:-deb:ucx=$UCX_DEB_VERSION}
+    ucx_source_prepare_release "$workdir" "$src_dir" "$UCX_VERSION" "$@"
+}
+
+ucx_source_prepare_release() {
+    local workdir=$1 from=$2 want=$3 src=$1/src origin rc got
+    shift 3
     UCX_SOURCE_ERROR=""
+    if [ -z "$from" ]; then
+        origin=deb:ucx=$UCX_DEB_VERSION
+        if [ -n "$want" ] && [ "$want" != "$UCX_VERSION" ]; then
+            UCX_SOURCE_ERROR="only UCX $UCX_VERSION comes from Debian's archive; give UCX $want's tree"
+            return 77
+        fi
+    elif [ -d "$from" ]; then
+        origin=dir:$(cd "$from" && pwd)
+    elif [ -f "$from" ]; then
+        origin=tar:$(readlink -f "$from"):$(stat -c %s:%Y "$from")
+    else
+        UCX_SOURCE_ERROR="no such directory or file: $from"
+        return 3
+    fi
     if [ "$(cat "$workdir/src.origin" 2>/dev/null)" = "$origin" ] &&
         [ -x "$src/configure" ]; then
         return 0
     fi
     rm -rf "$src" "$workdir/src.origin" "$@"
-    if [ -n "$src_dir" ]; then
-        echo "--- copying $src_dir"
-        cp -a "$src_dir" "$src" ||
-            { UCX_SOURCE_ERROR="cannot copy $src_dir"; return 3; }
-    else
+    case $origin in
+    dir:*)
+        echo "--- copying $from"
+        cp -a "$from" "$src" ||
+            { UCX_SOURCE_ERROR="cannot copy $from"; return 3; } ;;
+    tar:*)
+        echo "--- unpacking $from"
+        ucx_source_unpack_release "$from" "$src" ||
+            { UCX_SOURCE_ERROR="cannot unpack $from (one top directory expected)"; return 3; } ;;
+    *)
         ucx_source_fetch "$src" "$workdir/apt"
         rc=$?
-        [ $rc -eq 0 ] || return $rc
-    fi
-    ucx_source_check "$src" ||
-        { UCX_SOURCE_ERROR="$src is not UCX $UCX_VERSION"; return 3; }
+        [ $rc -eq 0 ] || return $rc ;;
+    esac
+    got=$(ucx_source_version "$src") ||
+        { UCX_SOURCE_ERROR="$from is not a UCX tree (no release in configure.ac)"; return 3; }
+    [ -z "$want" ] || [ "$got" = "$want" ] ||
+        { UCX_SOURCE_ERROR="$from is UCX $got, not $want"; return 3; }
     ucx_source_fix_debian_dir "$src" ||
         { UCX_SOURCE_ERROR="cannot mend $src/debian"; return 3; }
-    echo "--- autogen.sh"
+    echo "--- autogen.sh (UCX $got)"
     (cd "$src" && ./autogen.sh) >"$workdir/autogen.log" 2>&1 ||
         { UCX_SOURCE_ERROR="autogen.sh failed (see $workdir/autogen.log)"; return 3; }
     echo "$origin" >"$workdir/src.origin"

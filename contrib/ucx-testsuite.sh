@@ -1,11 +1,16 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# UCX 1.13.1's own googletest cases of libucm (malloc_hook*, memtype_hooks),
-# of the registration cache (test_rcache*) and of the memory-type cache
-# (test_memtype_cache*), run in both hook modes first on the libucm of a
-# fresh UCX build (the baseline), then with only our libucm.so.0 swapped in
-# (a directory holding it first in LD_LIBRARY_PATH; UCX's libucs stays its
-# own).  Each case runs in a process of its own ("bistro", "reloc"), and all
+# UCX's own googletest cases of libucm (malloc_hook*, memtype_hooks), of
+# the registration cache (test_rcache*) and of the memory-type cache
+# (test_memtype_cache*), of release 1.13.1 (Debian 12), 1.18.1 (Debian 13)
+# or 1.22.0 (upstream), run in both hook modes first on the libucm of a
+# fresh UCX build of that release (the baseline), then with only our
+# libucm.so.0 swapped in (UCX's libucs stays its own): through
+# LD_LIBRARY_PATH where UCX's gtest binary has a RUNPATH (1.13), through
+# LD_PRELOAD where it has an RPATH to its own libucm (1.18 on, which
+# LD_LIBRARY_PATH cannot override); either way the loader is checked to
+# initialise our libucm and no other, and UCX's libucs to bind to it.
+# Each case runs in a process of its own ("bistro", "reloc"), and all
 # of them once more in one process in UCX's order, as UCX's CI runs them
 # ("bistro-1proc", "reloc-1proc": some cases count on what an earlier one
 # installed).  Prints per run what passed, failed, died or was skipped on
@@ -14,15 +19,24 @@
 #
 #   contrib/ucx-testsuite.sh [options]
 #
-#   --src DIR        UCX 1.13.1 source tree (default: Debian's source package
-#                    ucx=1.13.1-1 through apt-get source, with deb-src lines
-#                    derived from the system's apt sources, in a private apt
-#                    directory; the system's apt state is not touched;
-#                    contrib/ucx-source.sh)
+#   --release VER    the UCX release: 1.13.1 (default), 1.18.1, 1.22.0, or
+#                    another 1.13 or 1.18+ release with --src; with --src,
+#                    the tree must be that release (default: the release
+#                    the tree's configure.ac names)
+#   --src DIR|FILE   UCX source tree, or a tar archive of one (as git
+#                    archive makes it).  Default for 1.13.1: Debian's
+#                    source package ucx=1.13.1-1 through apt-get source,
+#                    with deb-src lines derived from the system's apt
+#                    sources, in a private apt directory; the system's apt
+#                    state is not touched (contrib/ucx-source.sh).  Default
+#                    for another release: ucx-VER.tar.xz in $UCX_SRC_DIR,
+#                    else in ../shared/ucx-src/ beside the checkout
 #   --ucm PATH       our libucm.so.0 (default: build/src/ucm/.libs/libucm.so.0)
 #   --workdir DIR    source, UCX build and logs go there and stay; a rerun
-#                    with the same DIR reuses the build (default: a new
-#                    directory under $TMPDIR, removed at exit unless --keep)
+#                    with the same DIR and source reuses the build (another
+#                    release or source rebuilds; give each release a DIR of
+#                    its own to keep them all) (default: a new directory
+#                    under $TMPDIR, removed at exit unless --keep)
 #   --keep           keep the default work directory (its path is printed)
 #   --jobs N         make -jN for the UCX build (default 2)
 #   --filter PAT     gtest filter of the cases (default: every case above)
@@ -34,23 +48,25 @@
 #                    whole process for a one-process run); a pass on a
 #                    rerun is reported as flaky (default 1)
 #   --known-failures FILE
-#                    lines "MODE CASE REASON" (MODE bistro, reloc,
-#                    bistro-1proc, reloc-1proc, or a pattern with '*' such
-#                    as bistro* or *): those differences are reported but
-#                    do not fail the run
+#                    lines "RELEASE MODE CASE REASON" (RELEASE such as
+#                    1.18.1, or a pattern with '*' such as 1.1* or *; MODE
+#                    bistro, reloc, bistro-1proc, reloc-1proc, or a pattern
+#                    such as bistro* or *): those differences are reported
+#                    but do not fail the run
 #
 # Exit status: 0 no regression; 1 a case that passes on UCX's libucm does
 # not pass on ours (and is not a known failure); 2 bad usage; 3 the UCX
 # build failed or the library swap did not take; 77 a prerequisite is
-# missing (no source tree and apt-get source failed, no autoreconf, no
-# libucm.so.0 of ours), with the reason on stderr.
+# missing (no source tree and apt-get source failed, no release archive,
+# no autoreconf, no libucm.so.0 of ours), with the reason on stderr.
 #
-# Needs: apt-get and dpkg-source (or tar and patch) unless --src, autoconf,
-# automake, libtool, g++, make.  Runs go one at a time (several speed and
+# Needs: apt-get and dpkg-source (or tar and patch) for Debian's source,
+# autoconf, automake, libtool, g++, make, readelf.  Runs go one at a time (several speed and
 # mapping checks of UCX's suite assume an idle machine).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-# UCX_VERSION, UCX_DEB_VERSION, ucx_source_fetch (Debian's source package)
+# UCX_VERSION (Debian's, 1.13.1), ucx_source_prepare_release,
+# ucx_source_version
 # shellcheck source-path=SCRIPTDIR source=ucx-source.sh
 . "$(dirname "$0")/ucx-source.sh"
 
@@ -66,6 +82,7 @@ readonly VARIANTS=(
 )
 
 src_dir=""
+release=""
 ucm_lib="$top/build/src/ucm/.libs/libucm.so.0"
 workdir=""
 keep=0
@@ -84,6 +101,7 @@ usage() {
 while [ $# -gt 0 ]; do
     case "$1" in
     --src) src_dir=${2:?}; shift ;;
+    --release) release=${2:?}; shift ;;
     --ucm) ucm_lib=${2:?}; shift ;;
     --workdir) workdir=${2:?}; shift ;;
     --keep) keep=1 ;;
@@ -110,12 +128,24 @@ die() {
 }
 log() { echo "--- $*"; }
 
-for tool in autoreconf automake libtoolize g++ make timeout; do
+for tool in autoreconf automake libtoolize g++ make timeout readelf; do
     command -v $tool >/dev/null || skip "$tool not installed (contrib/deps.sh installs it)"
 done
 [ -f "$ucm_lib" ] || skip "our libucm not found at $ucm_lib (build first, or --ucm PATH)"
 [ -z "$known_file" ] || [ -f "$known_file" ] || die "no such file: $known_file"
-[ -z "$src_dir" ] || [ -f "$src_dir/configure.ac" ] || die "--src $src_dir: no configure.ac there"
+if [ -n "$src_dir" ]; then
+    [ -f "$src_dir/configure.ac" ] || [ -f "$src_dir" ] ||
+        die "--src $src_dir: neither a tree with configure.ac nor a file"
+elif [ -n "$release" ] && [ "$release" != "$UCX_VERSION" ]; then
+    # An upstream release archive, where the checkout's neighbours keep it.
+    for d in ${UCX_SRC_DIR:+"$UCX_SRC_DIR"} "$top/../shared/ucx-src"; do
+        if [ -f "$d/ucx-$release.tar.xz" ]; then
+            src_dir=$d/ucx-$release.tar.xz
+            break
+        fi
+    done
+    [ -n "$src_dir" ] || skip "no ucx-$release.tar.xz in ${UCX_SRC_DIR:+$UCX_SRC_DIR or }$top/../shared/ucx-src (give --src or UCX_SRC_DIR)"
+fi
 
 if [ -n "$workdir" ]; then
     mkdir -p "$workdir"
@@ -133,10 +163,16 @@ t_start=$SECONDS
 # --- 1. the source ------------------------------------------------------
 
 ucx_src=$workdir/src
-ucx_source_prepare "$workdir" "$src_dir" "$workdir/build" || case $? in
+# With --src and no --release, any release the tree is; without --src,
+# Debian's 1.13.1.
+[ -n "$src_dir" ] || release=${release:-$UCX_VERSION}
+want=$release
+ucx_source_prepare_release "$workdir" "$src_dir" "$release" "$workdir/build" || case $? in
     77) skip "no --src, and $UCX_SOURCE_ERROR" ;;
     *) die "$UCX_SOURCE_ERROR" ;;
     esac
+release=$(ucx_source_version "$ucx_src")
+[ -z "$want" ] || [ "$want" = "$release" ] || die "the tree in $ucx_src is UCX $release, not $want"
 t_src=$SECONDS
 
 # --- 2. UCX's libraries and the selected part of its gtest ----------------
@@ -144,13 +180,21 @@ t_src=$SECONDS
 bld=$workdir/build
 gt=$bld/test/gtest
 # UCX's gtest objects that the selected cases need: the harness (main,
-# test, helpers, memory buffers) and the three case files.  The rest of the
-# suite (uct, ucp, perf) is left out, and so are libuct/libucp.
-# Make variables of UCX's test/gtest/Makefile, replaced on its command line.
-readonly GTEST_OBJS=(common/gtest-main.o common/gtest-test.o
+# test, helpers, memory buffers; from 1.14 on also the common test base and
+# the watchdog) and the three case files.  The rest of the suite (uct, ucp,
+# perf) is left out, and so are libuct/libucp.  Make variables of UCX's
+# test/gtest/Makefile, replaced on its command line.
+GTEST_OBJS=(common/gtest-main.o common/gtest-test.o
     common/gtest-test_helpers.o common/gtest-mem_buffer.o
     ucm/gtest-malloc_hook.o ucs/gtest-test_rcache.o
     ucs/gtest-test_memtype_cache.o)
+case $release in
+1.13.*) ;;
+1.1[4-9].* | 1.[2-9][0-9].*)
+    GTEST_OBJS+=(common/gtest-test_gtest_cmn.o common/gtest-test_watchdog.o) ;;
+*) die "UCX $release: no build recipe for its gtest (1.13 and 1.14 on are known)" ;;
+esac
+readonly GTEST_OBJS
 # shellcheck disable=SC2016 # expanded by make
 readonly GTEST_LDADD=('$(top_builddir)/src/ucs/libucs.la'
     '$(top_builddir)/src/ucm/libucm.la' common/googletest/libgtest.la
@@ -159,7 +203,7 @@ readonly GTEST_LDADD=('$(top_builddir)/src/ucs/libucs.la'
 build_ucx() {
     mkdir -p "$bld"
     if [ ! -f "$bld/config.status" ]; then
-        log "configure (UCX $UCX_VERSION, no GPU, no verbs)"
+        log "configure (UCX $release, no GPU, no verbs)"
         (cd "$bld" && "$ucx_src/configure" --prefix="$workdir/prefix" \
             --enable-gtest --enable-mt --disable-doxygen-doc --disable-examples \
             --without-cuda --without-rocm --without-verbs --without-rdmacm \
@@ -194,6 +238,18 @@ rm -rf "$ours_dir" && mkdir -p "$ours_dir"
 cp -L "$ucm_lib" "$ours_dir/libucm.so.0"
 ucx_ucm=$(readlink -f "$bld/src/ucm/.libs/libucm.so.0")
 
+# How ours replaces UCX's: a RUNPATH in UCX's gtest binary (1.13) yields to
+# LD_LIBRARY_PATH; an RPATH (1.18 on links it with --disable-new-dtags) is
+# searched first, so there ours goes in by LD_PRELOAD, and the loader then
+# takes it for every later request of the name libucm.so.0.
+if readelf -d "$gt/gtest" | grep -q '(RPATH)'; then
+    swap=LD_PRELOAD
+    swap_value=$ours_dir/libucm.so.0
+else
+    swap=LD_LIBRARY_PATH
+    swap_value=$ours_dir
+fi
+
 # Runs a command in the environment of a run on LIB (ucx or ours): nothing
 # inherited that could load another libucm; errors end the process with a
 # backtrace (UCX's default for its gtest, "freeze", would wait for the
@@ -203,23 +259,29 @@ with_env() {
     shift
     e=(env -u LD_PRELOAD -u LD_LIBRARY_PATH UCX_HANDLE_ERRORS=bt
         UCX_LOG_LEVEL=warn UCX_LOG_PRINT_ENABLE=y GTEST_COLOR=no)
-    [ "$lib" = ours ] && e+=("LD_LIBRARY_PATH=$ours_dir")
+    [ "$lib" = ours ] && e+=("$swap=$swap_value")
     "${e[@]}" "$@"
 }
 
-# The loader must initialise exactly one libucm, the expected one.
+# The loader must initialise exactly one libucm, the expected one, bind
+# UCX's libucs and the gtest binary to it (at least one ucm_* symbol each:
+# libucs calls ucm_set_global_opts at its start, the gtest binary
+# copy-relocates ucm_global_opts), and bind no ucm_* symbol to another
+# libucm.
 check_swap() {
-    local lib=$1 want=$2 got
-    got=$(with_env "$lib" LD_DEBUG=files "$gt/gtest" --gtest_list_tests \
-        --gtest_filter=none 2>&1 >/dev/null |
-        sed -n 's/.*calling init: \(.*libucm\.so[.0-9]*\)$/\1/p' | sort -u)
+    local lib=$1 want=$2 dbg got bad
+    dbg=$(with_env "$lib" LD_DEBUG=files,bindings "$gt/gtest" \
+        --gtest_list_tests --gtest_filter=none 2>&1 >/dev/null)
+    got=$(echo "$dbg" | sed -n 's/.*calling init: \(.*libucm\.so[.0-9]*\)$/\1/p' | sort -u)
     if [ "$(echo "$got" | wc -l)" -ne 1 ] || [ "$(readlink -f "$got")" != "$want" ]; then
         die "$lib run loads libucm '$got', expected $want"
     fi
-    echo "$lib: loader initialises $got"
+    bad=$(echo "$dbg" | awk -v want="$got" -f "$top/contrib/ucx-testsuite/ucm-bindings.awk") ||
+        die "$lib run: $bad"
+    echo "$lib: loader initialises $got; libucs and gtest bind to it${3:+ ($3)}"
 }
 check_swap ucx "$ucx_ucm"
-check_swap ours "$(readlink -f "$ours_dir/libucm.so.0")"
+check_swap ours "$(readlink -f "$ours_dir/libucm.so.0")" "swapped in by $swap"
 
 # Full names of the selected cases (suite lines end with '.', test lines
 # are indented; comments after '#').
@@ -356,16 +418,18 @@ result_of() { # MODE LIB CASE
 }
 known_reason() { # MODE CASE
     [ -n "$known_file" ] || return 1
-    awk -v m="$1" -v c="$2" '
+    awk -v r="$release" -v m="$1" -v c="$2" '
+        function glob(p) { gsub(/\./, "\\.", p); gsub(/\*/, ".*", p); return "^" p "$" }
         /^[ \t]*(#|$)/ { next }
-        { pat = "^" $1 "$"; gsub(/\*/, ".*", pat) }
-        m ~ pat && $2 == c { $1 = ""; $2 = ""; sub(/^ +/, ""); print; found = 1; exit }
+        r ~ glob($1) && m ~ glob($2) && $3 == c {
+            $1 = ""; $2 = ""; $3 = ""; sub(/^ +/, ""); print; found = 1; exit
+        }
         END { exit !found }' "$known_file"
 }
 
 regressions=0
 echo
-echo "=== UCX $UCX_VERSION gtest (filter '$filter'): UCX's libucm vs ours ($ucm_lib)"
+echo "=== UCX $release gtest (filter '$filter'): UCX's libucm vs ours ($ucm_lib)"
 for run in "${runs[@]}"; do
     mapfile -t run_cases < <(awk -F'\t' -v m="$run" '$1 == m && $2 == "ucx" { print $3 }' "$results")
     echo
@@ -416,13 +480,15 @@ done
 
 # Known failures that pass now: stale entries to remove.
 if [ -n "$known_file" ]; then
-    while read -r m c _; do
-        case "$m" in '' | '#'*) continue ;; esac
+    while read -r r m c _; do
+        case "$r" in '' | '#'*) continue ;; esac
+        # shellcheck disable=SC2053 # RELEASE and MODE are patterns
+        [[ $release == $r ]] || continue
         for run in "${runs[@]}"; do
-            # shellcheck disable=SC2053 # MODE is a pattern
+            # shellcheck disable=SC2053
             [[ $run == $m ]] || continue
             [ "$(result_of "$run" ours "$c" | cut -f1)" = passed ] &&
-                echo "note: known failure '$m $c' passes in $run: remove it from $known_file"
+                echo "note: known failure '$r $m $c' passes in $run: remove it from $known_file"
         done
     done <"$known_file"
 fi
