@@ -38,6 +38,18 @@
 
 BEGIN_C_DECLS
 
+/* libucm_rcache.so.0 (UCS_RCACHE_STOCK_ABI) exports these six names itself,
+ * with the signatures of the running UCX release (rcache_stock.c); the
+ * cache's own functions get other, hidden names there. */
+#ifdef UCS_RCACHE_STOCK_ABI
+#define ucs_rcache_create            ucs_rcache_stock_own_create
+#define ucs_rcache_destroy           ucs_rcache_stock_own_destroy
+#define ucs_rcache_get               ucs_rcache_stock_own_get
+#define ucs_rcache_region_hold       ucs_rcache_stock_own_hold
+#define ucs_rcache_region_put        ucs_rcache_stock_own_put
+#define ucs_rcache_region_invalidate ucs_rcache_stock_own_invalidate
+#endif
+
 /* Opaque statistics parent (accepted for compatibility, may be NULL). */
 typedef struct ucs_stats_node ucs_stats_node_t;
 

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The stock-ABI registration cache library (libucm_rcache.so.0), preloaded
- * into stock UCX 1.13.1 programs: it exports ucs_rcache_create, _destroy,
- * _get, _region_hold, _region_put and _region_invalidate with UCX 1.13.1's
- * ABI (the same structs as rcache.h), so that libucp's and libuct_ib's
- * imports of them bind to this cache rather than to Debian's libucs.
+ * into stock UCX programs: it exports ucs_rcache_create, _destroy, _get,
+ * _region_hold, _region_put and _region_invalidate, so that libucp's and
+ * libuct_ib's imports of them bind here rather than to UCX's libucs.  Under
+ * UCX 1.13.1 (the same structs as rcache.h) this cache serves them; under
+ * any other release (rcache_stock_abi.c has the one table) every call goes
+ * to UCX's libucs, with one line that names the release.
  *
  * Two things only this library needs:
  *  - calls for a cache that is not ours go on to the next definition (the
@@ -18,6 +20,7 @@
  *    the caches destroyed before it) and what the userfaultfd monitor did.
  */
 #include "rcache_int.h"
+#include "rcache_stock_abi.h"
 
 #include <ucm/api/ucm_ext.h>
 #include <ucs/config/ucs_config_parse.h>
@@ -28,6 +31,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The exported names (rcache.h renames the cache's own functions to
+ * ucs_rcache_stock_own_* in this library). */
+#undef ucs_rcache_create
+#undef ucs_rcache_destroy
+#undef ucs_rcache_get
+#undef ucs_rcache_region_hold
+#undef ucs_rcache_region_put
+#undef ucs_rcache_region_invalidate
+
+ucs_status_t ucs_rcache_create(const void *params, const char *name,
+                               void *stats, ucs_rcache_t **rcache_p);
+void ucs_rcache_destroy(ucs_rcache_t *rcache);
+ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address, size_t length,
+                            uintptr_t a4, uintptr_t a5, uintptr_t a6,
+                            uintptr_t a7);
+void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
+void ucs_rcache_region_put(ucs_rcache_t *rcache, ucs_rcache_region_t *region);
+void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
+                                  ucs_rcache_region_t *region,
+                                  ucs_rcache_invalidate_comp_func_t cb,
+                                  void *arg);
 
 /* UCX 1.13.1's layouts (x86-64), which stock callers compile in. */
 #define UCS_RCACHE_STOCK_AT(_type, _field, _offset)                            \
@@ -62,6 +87,12 @@ _Static_assert(sizeof(ucs_rcache_params_t) == 80, "UCX 1.13.1: 80 bytes");
 typedef ucs_status_t (*ucs_rcache_stock_get_f)(ucs_rcache_t *, void *, size_t,
                                                int, void *,
                                                ucs_rcache_region_t **);
+/* get of any release, as seven words (rcache_stock.c's ucs_rcache_get) */
+typedef ucs_status_t (*ucs_rcache_stock_get7_f)(ucs_rcache_t *, void *, size_t,
+                                                uintptr_t, uintptr_t, uintptr_t,
+                                                uintptr_t);
+typedef ucs_status_t (*ucs_rcache_stock_create_f)(const void *, const char *,
+                                                  void *, ucs_rcache_t **);
 typedef void (*ucs_rcache_stock_region_f)(ucs_rcache_t *,
                                           ucs_rcache_region_t *);
 typedef void (*ucs_rcache_stock_inv_f)(ucs_rcache_t *, ucs_rcache_region_t *,
@@ -90,9 +121,9 @@ static void *ucs_rcache_stock_next(void **fn_p, const char *name, void *self,
         }
     }
     if ((fn == NULL) || (fn == self)) {
-        ucs_rcache_error("%s: %p is not a cache of this library and no other "
-                         "library defines %s: ignored",
-                         name, (void *)rcache, name);
+        ucs_rcache_error("%s: no other library (UCX's libucs) defines it: "
+                         "the call for cache %p is ignored",
+                         name, (void *)rcache);
         return NULL;
     }
     __atomic_store_n(fn_p, fn, __ATOMIC_RELEASE);
@@ -161,6 +192,114 @@ void ucs_rcache_stock_next_destroy(ucs_rcache_t *rcache)
     if (fn != NULL) {
         fn(rcache);
     }
+}
+
+/* --- the exported entry points ------------------------------------------ */
+
+/*
+ * Each asks which ABI the running release speaks (rcache_stock_abi.c;
+ * decided at the first call).  UCX 1.13: the cache's own function, which
+ * also hands another library's cache on (UCS_RCACHE_FOREIGN).  Otherwise
+ * (a release whose cache UCX's libucs must serve, or one not known): the
+ * next definition, with the arguments as they came.
+ *
+ * get's arguments differ: 1.13 passes six (rcache, address, length, prot,
+ * arg, region_p: all in registers on x86-64 SysV), 1.17 and newer seven
+ * (an alignment after length; region_p, the seventh, on the stack).  The
+ * function takes seven words: in the 1.13 path the seventh is never used;
+ * when handed on it is passed as read.  A seventh word that a 1.13 caller
+ * did not pass is the word above the return address in the caller's frame:
+ * mapped memory, read but never used as a pointer here.
+ */
+
+ucs_status_t ucs_rcache_create(const void *params, const char *name,
+                               void *stats, ucs_rcache_t **rcache_p)
+{
+    ucs_rcache_stock_create_f fn;
+
+    if (ucs_rcache_stock_abi() == UCS_RCACHE_STOCK_ABI_113) {
+        return ucs_rcache_stock_own_create(params, name, stats, rcache_p);
+    }
+    fn = UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_create_f, ucs_rcache_create,
+                               NULL);
+    return (fn != NULL) ? fn(params, name, stats, rcache_p)
+                        : UCS_ERR_UNSUPPORTED;
+}
+
+void ucs_rcache_destroy(ucs_rcache_t *rcache)
+{
+    if (ucs_rcache_stock_abi() == UCS_RCACHE_STOCK_ABI_113) {
+        ucs_rcache_stock_own_destroy(rcache);
+        return;
+    }
+    ucs_rcache_stock_next_destroy(rcache);
+}
+
+static UCS_F_NOINLINE ucs_status_t ucs_rcache_stock_get_aside(
+    ucs_rcache_t *rcache, void *address, size_t length, uintptr_t a4,
+    uintptr_t a5, uintptr_t a6, uintptr_t a7)
+{
+    ucs_rcache_stock_get7_f fn;
+
+    if (ucs_rcache_stock_abi() == UCS_RCACHE_STOCK_ABI_113) {
+        return ucs_rcache_stock_own_get(rcache, address, length, (int)a4,
+                                        (void *)a5, (ucs_rcache_region_t **)a6);
+    }
+    fn = UCS_RCACHE_STOCK_NEXT(ucs_rcache_stock_get7_f, ucs_rcache_get, rcache);
+    return (fn != NULL) ? fn(rcache, address, length, a4, a5, a6, a7)
+                        : UCS_ERR_UNSUPPORTED;
+}
+
+UCS_F_HOT ucs_status_t ucs_rcache_get(ucs_rcache_t *rcache, void *address,
+                                      size_t length, uintptr_t a4, uintptr_t a5,
+                                      uintptr_t a6, uintptr_t a7)
+{
+    if (ucs_likely(ucs_rcache_stock_abi_mode == UCS_RCACHE_STOCK_ABI_113)) {
+        return ucs_rcache_stock_own_get(rcache, address, length, (int)a4,
+                                        (void *)a5, (ucs_rcache_region_t **)a6);
+    }
+    return ucs_rcache_stock_get_aside(rcache, address, length, a4, a5, a6, a7);
+}
+
+void ucs_rcache_region_hold(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+    if (ucs_rcache_stock_abi() == UCS_RCACHE_STOCK_ABI_113) {
+        ucs_rcache_stock_own_hold(rcache, region);
+        return;
+    }
+    ucs_rcache_stock_next_hold(rcache, region);
+}
+
+static UCS_F_NOINLINE void
+ucs_rcache_stock_put_aside(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+    if (ucs_rcache_stock_abi() == UCS_RCACHE_STOCK_ABI_113) {
+        ucs_rcache_stock_own_put(rcache, region);
+        return;
+    }
+    ucs_rcache_stock_next_put(rcache, region);
+}
+
+UCS_F_HOT void ucs_rcache_region_put(ucs_rcache_t *rcache,
+                                     ucs_rcache_region_t *region)
+{
+    if (ucs_likely(ucs_rcache_stock_abi_mode == UCS_RCACHE_STOCK_ABI_113)) {
+        ucs_rcache_stock_own_put(rcache, region);
+        return;
+    }
+    ucs_rcache_stock_put_aside(rcache, region);
+}
+
+void ucs_rcache_region_invalidate(ucs_rcache_t *rcache,
+                                  ucs_rcache_region_t *region,
+                                  ucs_rcache_invalidate_comp_func_t cb,
+                                  void *arg)
+{
+    if (ucs_rcache_stock_abi() == UCS_RCACHE_STOCK_ABI_113) {
+        ucs_rcache_stock_own_invalidate(rcache, region, cb, arg);
+        return;
+    }
+    ucs_rcache_stock_next_invalidate(rcache, region, cb, arg);
 }
 
 /* --- UCM_RCACHE_STATS ----------------------------------------------------- */
