@@ -169,6 +169,20 @@ void ucm_uffd_query(ucm_uffd_info_t *info);
  * registrations (0 keeps it).  UCS_ERR_INVALID_PARAM on a bad mode. */
 ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain);
 
+/* The UCX release whose libucs/libucp is loaded in this process.  UCS_OK:
+ * *major.*minor.*patch and *how (a static string naming the method:
+ * "ucp_get_version" gives the full release; "libucs exports" gives
+ * major.minor from the functions the release's libucs exports, patch 0).
+ * UCS_ERR_NO_ELEM: no UCX libucs or libucp is loaded (this project's libucs
+ * is not UCX's).  UCS_ERR_UNSUPPORTED: a UCX libucs is loaded but its
+ * release cannot be told (older than 1.13, no libucp).  Outputs are written
+ * only on UCS_OK; any of them may be NULL.  The result is kept until
+ * another object is loaded (a found release for good).  Thread-safe and
+ * callable from a constructor; not for hook context (takes a mutex).
+ * docs/internals-ucm-abi.md, "Which UCX is running". */
+ucs_status_t ucm_ucx_release(unsigned *major, unsigned *minor, unsigned *patch,
+                             const char **how);
+
 END_C_DECLS
 
 #endif

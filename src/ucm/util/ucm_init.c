@@ -17,13 +17,15 @@
 #include <ucm/util/ucm_config.h>
 #include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_release.h>
 #include <ucm/util/ucm_sys.h>
 
 #include <pthread.h>
 
 /* In lock order. */
 static pthread_mutex_t *ucm_init_fork_locks[] = {
-    &ucm_mmap_install_lock, &ucm_reloc_lock, &ucm_event_writer_lock};
+    &ucm_release_lock, &ucm_mmap_install_lock, &ucm_reloc_lock,
+    &ucm_event_writer_lock};
 static int ucm_init_fork_locked[ucs_static_array_size(ucm_init_fork_locks)];
 
 static void ucm_init_atfork_prepare(void)
