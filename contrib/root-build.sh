@@ -24,8 +24,13 @@ build=$(cd "$1" && pwd -P)
 shift
 [ -x "$root/bin/bash" ] || { echo "root-build: $root has no /bin/bash" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "root-build: needs root (mount, chroot)" >&2; exit 2; }
-# configure is made on the host (the root needs no autotools)
-[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh >/dev/null)
+# configure and the Makefile.in files are made on the host: the root's
+# automake may be another version, which make would then look for in there
+if [ ! -x "$top/configure" ] ||
+   [ -n "$(cd "$top" && find . -path ./build\* -prune -o \( -name Makefile.am -o -name '*.am' \
+            -o -name configure.ac \) -newer configure -print | head -n 1)" ]; then
+    (cd "$top" && ./autogen.sh >/dev/null)
+fi
 
 # in the private namespace: mounts, then the build, chrooted
 if [ "${ROOT_BUILD_NS:-0}" != 1 ]; then

@@ -4,6 +4,7 @@
 # users to run.
 #
 #   contrib/run-tests.sh [--install-deps] [--quick] [--no-two-nodes|--two-nodes]
+#                        [--debian13-vm]
 #
 # Stages (each prints its own summary; the script fails if one fails):
 #   0. format: every tracked C/C++ source as .clang-format has it
@@ -36,7 +37,11 @@
 #      SKIP_VM_TESTS=1), then the stage across two VMs
 #      (contrib/vm-tests/60-two-nodes.sh, 3-9 min more, 2 x 2 GiB guest
 #      memory); --no-two-nodes (or VM_TEST_NODES=1) leaves that out, and so
-#      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given
+#      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given;
+#      --debian13-vm (or VM_TEST_DEBIAN13=1) adds one boot whose root is a
+#      Debian 13 userland (contrib/vm-tests/7*: Debian 13's ucx_perftest,
+#      Open MPI 5.0.7 and MPICH 4.2 on UCX 1.18, our tree built inside that
+#      userland; 6-9 minutes more, off by default)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 install_deps=0
@@ -47,6 +52,7 @@ for arg in "$@"; do
     --quick) quick=1 ;;
     --two-nodes) export VM_TEST_NODES=2 ;;
     --no-two-nodes) export VM_TEST_NODES=1 ;;
+    --debian13-vm) export VM_TEST_DEBIAN13=1 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
     esac
 done

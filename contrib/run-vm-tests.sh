@@ -18,7 +18,8 @@
 # reported SKIPPED with the reason when that kernel cannot be fetched.
 # Scripts marked "# vm-root: debian13" run in a boot of their own whose
 # root file system is a Debian 13 userland (rxe-vm.sh's RXE_VM_ROOT:
-# VM_TEST_DEBIAN13_ROOT, default /var/cache/ucx-memhooks/trixie) instead of
+# VM_TEST_DEBIAN13_ROOT, default contrib/debian-root.sh's cached trixie
+# root where that script exists, else /var/cache/ucx-memhooks/trixie) instead of
 # the host's "/", on the tree built inside that userland
 # (VM_TEST_DEBIAN13_BUILD, default TOP/build-debian13; built or brought up
 # to date here with contrib/root-build.sh); only with VM_TEST_DEBIAN13=1
@@ -102,7 +103,13 @@ if [ "${RXE_VM:-0}" != 1 ]; then
                           "contrib/run-tests.sh --debian13-vm"
                 continue
             fi
-            rootdir=${VM_TEST_DEBIAN13_ROOT:-/var/cache/ucx-memhooks/trixie}
+            rootdir=${VM_TEST_DEBIAN13_ROOT:-}
+            # the cached root of contrib/debian-root.sh where there is one
+            if [ -z "$rootdir" ] && [ -f "$top/contrib/debian-root.sh" ]; then
+                rootdir=$(bash "$top/contrib/debian-root.sh" --suite trixie --setup 2>"$klog" |
+                          tail -n 1) || rootdir=
+            fi
+            rootdir=${rootdir:-/var/cache/ucx-memhooks/trixie}
             bbuild=${VM_TEST_DEBIAN13_BUILD:-$top/build-debian13}
             if [ ! -x "$rootdir/bin/bash" ]; then
                 skip_boot "$b" "no Debian 13 userland at $rootdir (VM_TEST_DEBIAN13_ROOT)"

@@ -21,7 +21,9 @@
 #     userfaultfd monitor, which must be active in both ranks), our
 #     'ucp_rcache' registered in both ranks, the ranks talked over
 #     rc_verbs, no libucs rcache error line (UCP uncached would pass
-#     trivially);
+#     trivially).  Where our cache steps aside for the running UCX (it
+#     says so in each rank), asserted as 'ours' and the raw variants
+#     reported as NOT MET;
 #   - ours: the five libc variants OK (with Open MPI's hooks on, mremap is
 #     its patcher's business: reported only), rc_verbs in use;
 #   - stock (the control): some variant STALE, i.e. the test does see a
@@ -42,6 +44,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failures=0
+not_met=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 variants="munmap free mremap shmdt brk rawmunmap madvise"
 clients=()
@@ -58,12 +61,16 @@ fi
 [ ${#clients[@]} -gt 0 ] || exit 0
 echo "71-debian13-mpi: $(. /etc/os-release && echo "$PRETTY_NAME"); $(mpirun.openmpi --version 2>/dev/null | head -n 1);" \
      "MPICH $(mpichversion 2>/dev/null | awk '/Version:/ {print $3}')" \
-     "$(mpichversion 2>/dev/null | awk '/Device:/ {print $3}'); $(ucx_info -v | sed -n 2p | sed 's/^# *//')"
+     "$(mpichversion 2>/dev/null | awk '/Device:/ {print $3}'); UCX $(ucx_info -v | awk '/version/ {print $NF; exit}')"
 
-# the environment of every rank (UCX over rc_verbs only; our statistics)
+# the environment of every rank (UCX over rc_verbs only; our statistics).
+# UCX 1.18's default rendezvous scheme (auto) sent these 1 MiB messages on
+# rxe without a registration that the cache kept: the stock stack got every
+# variant right, raw ones too, and the test saw nothing.  get_zcopy
+# registers the send buffer through 'ucp_rcache', as on a real NIC.
 export UCX_NET_DEVICES="$dev:1" UCX_TLS=self,rc_verbs,ud_verbs UCX_UD_VERBS_ETH_DGID_CHECK=n \
        UCX_RC_TIMEOUT=10s UCX_LOG_LEVEL=info UCX_WARN_UNUSED_ENV_VARS=n UCM_STATS=y \
-       UCM_RCACHE_STATS=y
+       UCM_RCACHE_STATS=y UCX_RNDV_SCHEME=get_zcopy UCX_RNDV_THRESH=65536
 
 # mpi_case NAME CLIENT HOOKS STACK: one job, log $work/NAME.log, exit $work/NAME.rc
 mpi_case() {
@@ -97,11 +104,12 @@ row() {
             for (i = 1; i < NF; ++i) { if ($i == "regs") regs += $(i + 1); if ($i == "hits") hits += $(i + 1) }
             ours = 1 }
         /^\[ucm_rcache\] pid [0-9]+: userfaultfd active/ { uffd++ }
+        /registration caches left to UCX.s libucs/ { aside++ }
         END {
             n = split(vlist, vs, " ")
             line = sprintf("%-6s %-5s %-7s %-4s", client, hooks, stack, rc)
             for (i = 1; i <= n; ++i) line = line sprintf(" %-9s", (vs[i] in res) ? res[vs[i]] : "-")
-            line = line (ours ? sprintf(" ours %d/%d", regs, hits) : " libucs")
+            line = line (ours ? sprintf(" ours %d/%d", regs, hits) : (aside ? " libucs (ours aside)" : " libucs"))
             if (ours) line = line " uffd " uffd "/2"
             print line
         }' "$work/$1.log"
@@ -115,16 +123,31 @@ result() {
 
 check_common() {
     local name=$1 log="$work/$1.log"
-    grep -q "tag([^)]*rc_verbs/$dev:1" "$log" || fail "$name: the ranks did not talk over rc_verbs/$dev:1"
+    # UCX 1.18 at info level: "ucp_context_0 intra-node cfg#1 tag(rc_verbs/rxe0:1)"
+    grep -qE "(intra|inter)-node cfg#[0-9]+ tag\([^)]*rc_verbs/$dev:1" "$log" ||
+        fail "$name: the ranks did not talk over rc_verbs/$dev:1"
     grep -q "unable to handle VM_UNMAP" "$log" && fail "$name: Open MPI says UCX cannot handle VM_UNMAP"
     grep -q "^mpi_vm_reuse: error" "$log" && fail "$name: error"
     return 0
 }
 
+# assert_rcache NAME HOOKS: ours + our cache.  Where our cache steps aside
+# for this UCX release (it says so once per rank: 'registration caches
+# left to UCX's libucs'), UCP's cache is libucs's: then asserted as 'ours',
+# and the raw variants, which only our cache's userfaultfd monitor sees,
+# are reported as the bar not met
 assert_rcache() {
     local name=$1 log="$work/$1.log" v r n
-    check_common "$name"
     grep -q "not a power of 2\|\[ucs rcache\] error" "$log" && fail "$name: libucs's rcache error line"
+    n=$(grep -c "registration caches left to UCX's libucs" "$log")
+    if [ "$n" -ge 2 ]; then
+        echo "NOT MET: $name: our cache stepped aside for this UCX release in both ranks;" \
+             "raw variants: rawmunmap $(result "$name" rawmunmap), madvise $(result "$name" madvise)"
+        not_met=$((not_met + 1))
+        assert_ours "$name" "$2"
+        return
+    fi
+    check_common "$name"
     n=$(grep -c "^\[ucm_rcache\] pid [0-9]*: rcache 'ucp_rcache' " "$log")
     [ "$n" -ge 2 ] || fail "$name: our cache did not serve 'ucp_rcache' in both ranks ($n)"
     n=$(grep -c "^\[ucm_rcache\] pid [0-9]*: userfaultfd active" "$log")
@@ -180,7 +203,7 @@ echo "logs: $build/test/mpi/vm-logs-debian13/"
 for c in "${cases[@]}"; do
     set -- $c
     case $4 in
-    rcache) assert_rcache "$1" ;;
+    rcache) assert_rcache "$1" "$3" ;;
     ours) assert_ours "$1" "$3" ;;
     stock) assert_control "$1" ;;
     esac
@@ -188,6 +211,12 @@ done
 if [ $failures -ne 0 ]; then
     echo "71-debian13-mpi: $failures failure(s)"
     exit 1
+fi
+if [ $not_met -ne 0 ]; then
+    echo "71-debian13-mpi: passed, but in $not_met job(s) our cache stood aside for this UCX"
+    echo "  (the raw variants get UCX's own cache's outcome: see NOT MET above); stock: stale"
+    echo "  data seen where it misses the release"
+    exit 0
 fi
 echo "71-debian13-mpi: passed (ours + our cache: every variant right, both clients, hooks 0 and 1;"
 echo "  stock: stale data seen where it misses the release)"
