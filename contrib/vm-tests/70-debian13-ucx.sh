@@ -42,6 +42,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prio=777
 failures=0
+not_met=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 echo "70-debian13-ucx: $(. /etc/os-release && echo "$PRETTY_NAME"), UCX $(ucx_info -v | awk '/version/ {print $NF; exit}')"
 echo "  libucm: Debian's $stock, ours $ours; cache $rclib"
@@ -107,6 +108,7 @@ our_cache() {
         grep -q "not a power of 2\|\[ucs rcache\] error" "$log" && fail "$1 $side: libucs's rcache error line"
         if [ -z "$regs" ] && grep -q "registration caches left to UCX's libucs" "$log"; then
             echo "NOT MET: $1 $side: our cache stood aside for this UCX release ('ucp_rcache' is libucs's)"
+            not_met=$((not_met + 1))
         elif [ -z "$regs" ]; then
             fail "$1 $side: no statistics of our cache 'ucp_rcache' (UCP ran without it)"
         elif [ "$regs" -lt 1 ] || [ "$hits" -lt "$2" ]; then
@@ -147,5 +149,9 @@ echo "tag_bw rndv get_zcopy 1 MiB: stock $(bandwidth ucp-stock) MB/s, ours $(ban
 if [ $failures -ne 0 ]; then
     echo "70-debian13-ucx: $failures failure(s)"
     exit 1
+fi
+if [ $not_met -ne 0 ]; then
+    echo "70-debian13-ucx: passed, but our cache stood aside in $not_met process(es) (NOT MET above)"
+    exit 0
 fi
 echo "70-debian13-ucx: passed"

@@ -117,7 +117,8 @@ row() {
 
 # result NAME VARIANT: OK, STALE, ... or '-'
 result() {
-    awk -v v="$2" '$1 == "variant" && $2 == v ":" {print $3; found = 1; exit} END {if (!found) print "-"}' \
+    awk -v v="$2" '$1 == "variant" && $2 == v ":" && $3 ~ /^[A-Z]/ {print $3; found = 1; exit}
+                   END {if (!found) print "-"}' \
         "$work/$1.log"
 }
 
