@@ -53,7 +53,11 @@
 #      SKIP_VM_TESTS=1), then the stage across two VMs
 #      (contrib/vm-tests/60-two-nodes.sh, 3-9 min more, 2 x 2 GiB guest
 #      memory); --no-two-nodes (or VM_TEST_NODES=1) leaves that out, and so
-#      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given
+#      does --quick unless --two-nodes (or VM_TEST_NODES=2) is given;
+#      --debian13-vm (or VM_TEST_DEBIAN13=1) adds one boot whose root is a
+#      Debian 13 userland (contrib/vm-tests/7*: Debian 13's ucx_perftest,
+#      Open MPI 5.0.7 and MPICH 4.2 on UCX 1.18, our tree built inside that
+#      userland; 6-9 minutes more, off by default)
 # --host-only runs stages 0-4 only (what stage 4d runs inside the root).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +73,7 @@ for arg in "$@"; do
     --no-debian13) export SKIP_DEBIAN13=1 ;;
     --host-only) host_only=1 ;;
     --ucx-newest) export UCX_TESTSUITE_NEWEST=1 ;;
+    --debian13-vm) export VM_TEST_DEBIAN13=1 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
     esac
 done

@@ -16,6 +16,15 @@
 # marked "# vm-kernel: new" (and/or "# vm-mtu: N") in one more boot per
 # such combination, of rxe-vm.sh's newer kernel (RXE_VM_KERNEL=new), or are
 # reported SKIPPED with the reason when that kernel cannot be fetched.
+# Scripts marked "# vm-root: debian13" run in a boot of their own whose
+# root file system is a Debian 13 userland (rxe-vm.sh's RXE_VM_ROOT:
+# VM_TEST_DEBIAN13_ROOT, default contrib/debian-root.sh's cached trixie
+# root where that script exists, else /var/cache/ucx-memhooks/trixie) instead of
+# the host's "/", on the tree built inside that userland
+# (VM_TEST_DEBIAN13_BUILD, default TOP/build-debian13; built or brought up
+# to date here with contrib/root-build.sh); only with VM_TEST_DEBIAN13=1
+# (contrib/run-tests.sh --debian13-vm), reported SKIPPED with the reason
+# otherwise or when that root is missing.
 # Scripts marked "# vm-nodes: 2" run on node1 of a boot of two VMs joined by
 # one link (rxe-vm.sh --nodes 2; they reach node2 with ssh), one boot for all
 # of them, after the single-VM boots; VM_TEST_NODES=1 (contrib/run-tests.sh
@@ -29,13 +38,28 @@ top=$(cd "$(dirname "$0")/.." && pwd -P)
 build=$(cd "$1" && pwd -P)
 pattern=${2:-*}
 
-# The boot a script needs, "KERNEL/MTU/NODES": lines "# vm-kernel: new"
-# (rxe-vm.sh's RXE_VM_KERNEL), "# vm-mtu: 9000" (RXE_VM_MTU) and
-# "# vm-nodes: 2" (rxe-vm.sh --nodes), by default 6.1, 1500 and 1.
+# The boot a script needs, "KERNEL/MTU/NODES/ROOT": lines "# vm-kernel: new"
+# (rxe-vm.sh's RXE_VM_KERNEL), "# vm-mtu: 9000" (RXE_VM_MTU), "# vm-nodes: 2"
+# (rxe-vm.sh --nodes) and "# vm-root: debian13" (RXE_VM_ROOT), by default
+# 6.1, 1500, 1 and host.
 script_boot() {
     awk '/^# vm-kernel:/ && !k {k = $3} /^# vm-mtu:/ && !m {m = $3} /^# vm-nodes:/ && !n {n = $3}
-         END {print (k ? k : "6.1") "/" (m ? m : "1500") "/" (n ? n : "1")}' "$1"
+         /^# vm-root:/ && !r {r = $3}
+         END {print (k ? k : "6.1") "/" (m ? m : "1500") "/" (n ? n : "1") "/" (r ? r : "host")}' "$1"
 }
+
+# skip_boot BOOT REASON...: every selected script of BOOT reported SKIPPED
+# (fail_boot: FAILED) with REASON
+boot_report() {
+    local s b=$1 word=$2
+    shift 2
+    for s in "$top"/contrib/vm-tests/$pattern.sh; do
+        [ -f "$s" ] && [ "$(script_boot "$s")" = "$b" ] || continue
+        echo "=== vm: $(basename "$s" .sh): $word ($*)"
+    done
+}
+skip_boot() { boot_report "$1" SKIPPED "${@:2}"; }
+fail_boot() { boot_report "$1" FAILED "${@:2}"; }
 
 if [ "${RXE_VM:-0}" != 1 ]; then
     export RXE_VM_EXTRA_PKGS="${RXE_VM_EXTRA_PKGS:-ucx-utils perftest openmpi-bin libopenmpi-dev}"
@@ -63,24 +87,51 @@ if [ "${RXE_VM:-0}" != 1 ]; then
     trap 'stop_vm INT 2' INT
     trap 'stop_vm HUP 1' HUP
     for b in $boots; do
-        k=${b%%/*}
-        m=${b#*/}; m=${m%/*}
-        n=${b##*/}
+        IFS=/ read -r k m n root <<<"$b"
         if [ "$n" -gt "${VM_TEST_NODES:-2}" ]; then
-            for s in "$top"/contrib/vm-tests/$pattern.sh; do
-                [ -f "$s" ] && [ "$(script_boot "$s")" = "$b" ] || continue
-                echo "=== vm: $(basename "$s" .sh): SKIPPED (needs $n VMs; VM_TEST_NODES is" \
-                     "${VM_TEST_NODES:-2}: --no-two-nodes or --quick of contrib/run-tests.sh)"
-            done
+            skip_boot "$b" "needs $n VMs; VM_TEST_NODES is ${VM_TEST_NODES:-2}: --no-two-nodes" \
+                      "or --quick of contrib/run-tests.sh"
             continue
         fi
+        # the root file system and the build tree of this boot
+        rootdir=/ bbuild=$build
+        case $root in
+        host) ;;
+        debian13)
+            if [ "${VM_TEST_DEBIAN13:-0}" != 1 ]; then
+                skip_boot "$b" "the Debian 13 boot runs with VM_TEST_DEBIAN13=1 or" \
+                          "contrib/run-tests.sh --debian13-vm"
+                continue
+            fi
+            rootdir=${VM_TEST_DEBIAN13_ROOT:-}
+            # the cached root of contrib/debian-root.sh where there is one
+            if [ -z "$rootdir" ] && [ -f "$top/contrib/debian-root.sh" ]; then
+                rootdir=$(bash "$top/contrib/debian-root.sh" --suite trixie --setup 2>"$klog" |
+                          tail -n 1) || rootdir=
+            fi
+            rootdir=${rootdir:-/var/cache/ucx-memhooks/trixie}
+            bbuild=${VM_TEST_DEBIAN13_BUILD:-$top/build-debian13}
+            if [ ! -x "$rootdir/bin/bash" ]; then
+                skip_boot "$b" "no Debian 13 userland at $rootdir (VM_TEST_DEBIAN13_ROOT)"
+                continue
+            fi
+            echo "vm-tests: building the tree in $rootdir: $bbuild"
+            if ! bash "$top/contrib/root-build.sh" "$rootdir" "$bbuild" > "$klog" 2>&1; then
+                tail -n 30 "$klog"
+                fail_boot "$b" "the build in $rootdir failed"
+                rc=1
+                continue
+            fi
+            bbuild=$(cd "$bbuild" && pwd -P)
+            export RXE_VM_RW_DIRS="$RXE_VM_RW_DIRS:$bbuild"
+            ;;
+        *)
+            skip_boot "$b" "unknown '# vm-root: $root' (known: debian13)"
+            continue ;;
+        esac
         if [ "$k" != 6.1 ] && ! RXE_VM_KERNEL=$k bash "$top/contrib/rxe-vm/rxe-vm.sh" --setup \
                 > "$klog" 2>&1; then
-            for s in "$top"/contrib/vm-tests/$pattern.sh; do
-                [ -f "$s" ] && [ "$(script_boot "$s")" = "$b" ] || continue
-                echo "=== vm: $(basename "$s" .sh): SKIPPED (kernel '$k' cannot be set up:" \
-                     "$(tail -n 1 "$klog"))"
-            done
+            skip_boot "$b" "kernel '$k' cannot be set up: $(tail -n 1 "$klog")"
             continue
         fi
         # exit 125: the VM or rxe setup failed (e.g. a guest kernel panic under
@@ -88,9 +139,9 @@ if [ "${RXE_VM:-0}" != 1 ]; then
         for try in 1 2; do
             r=0
             # in the background, so that a signal reaches the trap above at once
-            RXE_VM_KERNEL=$k RXE_VM_MTU=$m VM_TEST_BOOT=$b bash "$top/contrib/rxe-vm/rxe-vm.sh" \
-                --nodes "$n" -- \
-                bash "$top/contrib/run-vm-tests.sh" "$build" "$pattern" &
+            RXE_VM_KERNEL=$k RXE_VM_MTU=$m RXE_VM_ROOT=$rootdir VM_TEST_BOOT=$b \
+                bash "$top/contrib/rxe-vm/rxe-vm.sh" --nodes "$n" -- \
+                bash "$top/contrib/run-vm-tests.sh" "$bbuild" "$pattern" &
             vmpid=$!
             wait $vmpid || r=$?
             vmpid=
@@ -103,11 +154,12 @@ if [ "${RXE_VM:-0}" != 1 ]; then
 fi
 
 # inside the VM: the scripts of this boot
-echo "vm-tests: device $RXE_VM_DEV, kernel $(uname -r), $(nproc) cpus"
+echo "vm-tests: device $RXE_VM_DEV, kernel $(uname -r), $(nproc) cpus," \
+     "root $(. /etc/os-release && echo "$PRETTY_NAME")"
 failed=()
 for script in "$top"/contrib/vm-tests/$pattern.sh; do
     [ -f "$script" ] || continue
-    [ "$(script_boot "$script")" = "${VM_TEST_BOOT:-6.1/1500/1}" ] || continue
+    [ "$(script_boot "$script")" = "${VM_TEST_BOOT:-6.1/1500/1/host}" ] || continue
     name=$(basename "$script" .sh)
     echo "=== vm: $name"
     t0=$SECONDS
