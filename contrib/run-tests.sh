@@ -37,7 +37,8 @@
 #      2.41, Debian's UCX 1.18.1 for the compatibility tests
 #      (contrib/root-tests.sh in contrib/debian-root.sh's cached root, made
 #      on first use with debootstrap from the host's archive, about 2-6 min
-#      once; the stage itself NN min, NN with --quick, where it leaves out
+#      once; the stage is not yet timed idle: build+check 12.5 min and ASan
+#      14 min under load 7-18; --quick leaves out
 #      ASan and valgrind); --no-debian13 (or SKIP_DEBIAN13=1) skips it, as
 #      does a host that is not Debian 12, not root, or cannot fetch trixie
 #      (one line each)
