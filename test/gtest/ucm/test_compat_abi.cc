@@ -213,7 +213,10 @@ TEST_F(CompatAbi, BistroPatchRedirectsTrampolineRunsOriginalRestoreUndoes)
 }
 
 /* Group 3 (0xf6/0xf7): test takes an immediate, not/neg/mul/div none.
- * The lengths are objdump's; the first is glibc 2.41's mmap entry. */
+ * Each function below starts with one such instruction (objdump's length;
+ * the first is glibc 2.41's mmap entry), then "mov $42,%eax; ret".  The
+ * patcher must displace exactly that instruction: the trampoline then
+ * returns 42, and a wrong length would run garbage. */
 TEST_F(CompatAbi, BistroDecodesTestWithImmediate)
 {
     static const struct {
@@ -221,16 +224,35 @@ TEST_F(CompatAbi, BistroDecodesTestWithImmediate)
         size_t len;
     } insns[] = {
         {{0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00}, 7}, /* test $0xfff,%r9d */
-        {{0xf6, 0xc1, 0x01}, 3},                         /* test $0x1,%cl */
         {{0x66, 0xf7, 0xc1, 0x34, 0x12}, 5},             /* test $0x1234,%cx */
         {{0xf7, 0x44, 0x24, 0x08, 1, 0, 0, 0}, 8}, /* testl $1,0x8(%rsp) */
         {{0x48, 0xf7, 0xd8}, 3},                   /* neg %rax */
-        {{0xf7, 0xf1}, 2},                         /* div %ecx */
     };
+    static const uint8_t tail[] = {0xb8, 42,   0,    0,    0,    0xc3, 0xcc,
+                                   0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc};
+    long page                   = sysconf(_SC_PAGESIZE);
 
+    /* a page per function: the patcher leaves a restored page read-only */
     for (const auto &insn : insns) {
-        EXPECT_EQ(insn.len, ucm_bistro_insn_len(insn.code))
+        ucm_bistro_restore_point_t *rp = NULL;
+        void *orig                     = NULL;
+        uint8_t *mem;
+
+        mem = (uint8_t *)mmap(NULL, page, PROT_READ | PROT_WRITE | PROT_EXEC,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(MAP_FAILED, (void *)mem);
+        memset(mem, 0xcc, page);
+        memcpy(mem, insn.code, insn.len);
+        memcpy(mem + insn.len, tail, sizeof(tail));
+        ASSERT_EQ(UCS_OK, ucm_bistro_patch((void *)mem, (void *)rip_value_hook,
+                                           "group3", &orig, &rp))
             << "first byte 0x" << std::hex << (int)insn.code[0];
+        EXPECT_EQ(1000, ((int (*)(void))(void *)mem)());
+        EXPECT_EQ(42, ((int (*)(void))orig)())
+            << "trampoline of an entry of " << insn.len << " bytes";
+        ASSERT_EQ(UCS_OK, ucm_bistro_restore(rp));
+        EXPECT_EQ(0, memcmp(mem, insn.code, insn.len));
+        munmap(mem, page);
     }
 }
 
