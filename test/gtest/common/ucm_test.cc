@@ -272,8 +272,18 @@ void *map_anon(size_t len)
 
 void *free_range(size_t len)
 {
-    void *p =
-        ucm_orig_mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Far below where mappings without an address go (top-down from the
+     * stack): between this release and the caller's MAP_FIXED, a mapping
+     * made behind our back (AddressSanitizer's own, a thread's) must not
+     * land in the range and be clobbered.  Each call a slot of its own. */
+    static std::atomic<unsigned> slot{0};
+    const uintptr_t base = 0x500000000000ul, stride = 1ul << 32;
+    /* valgrind's address space manager refuses some of those places
+     * (and has no allocator of its own mapping among the client's) */
+    void *hint =
+        RUNNING_ON_VALGRIND ? NULL : (void *)(base + (slot++ % 4096) * stride);
+    void *p = ucm_orig_mmap(hint, len, PROT_NONE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         return NULL;
     }
