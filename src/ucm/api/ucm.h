@@ -26,6 +26,10 @@ BEGIN_C_DECLS
 #include <sys/types.h>
 
 /* Event types (bit values are ABI). */
+/* mem_type.sys_dev of an event whose device is not known (UCX's
+ * UCS_SYS_DEVICE_ID_UNKNOWN). */
+#define UCM_EVENT_SYS_DEV_UNKNOWN UINT8_MAX
+
 typedef enum ucm_event_type {
     UCM_EVENT_NONE = 0,
     /* Native events: one per hooked call, with its arguments and result */
@@ -90,6 +94,8 @@ typedef union ucm_event {
         size_t old_size;
         size_t new_size;
         int flags;
+        void *new_address; /* UCX 1.15+: the target of MREMAP_FIXED, else
+                              NULL (in the union's size of 1.13) */
     } mremap;
 
     struct {
@@ -130,6 +136,11 @@ typedef union ucm_event {
         void *address;
         size_t size;
         ucs_memory_type_t mem_type;
+        /* UCX 1.22+ (in the union's size of 1.13): the device (UCX's
+         * ucs_sys_device_t; UCM_EVENT_SYS_DEV_UNKNOWN when not known) and
+         * attribute flags (0: none known); our producers set both so */
+        uint8_t sys_dev;
+        uint8_t mem_flags;
     } mem_type;
 } ucm_event_t;
 
@@ -202,8 +213,10 @@ ucs_status_t ucm_test_external_events(int events);
 void *ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                     off_t offset);
 int ucm_orig_munmap(void *addr, size_t length);
+/* mremap's: new_address is read only with MREMAP_FIXED (UCX 1.15+ passes it
+ * as a fifth argument, 1.13 had four). */
 void *ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size,
-                      int flags);
+                      int flags, ...);
 void *ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg);
 int ucm_orig_shmdt(const void *shmaddr);
 void *ucm_orig_sbrk(intptr_t increment);
@@ -214,8 +227,8 @@ int ucm_orig_madvise(void *addr, size_t length, int advice);
 void *ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
                off_t offset);
 int ucm_munmap(void *addr, size_t length);
-void *ucm_mremap(void *old_address, size_t old_size, size_t new_size,
-                 int flags);
+void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags,
+                 ...);
 void *ucm_shmat(int shmid, const void *shmaddr, int shmflg);
 int ucm_shmdt(const void *shmaddr);
 void *ucm_sbrk(intptr_t increment);

@@ -247,6 +247,14 @@ UCM_COMPAT_ASSERT(offsetof(ucm_compat_reloc_patch_t, prev_value) == 16);
 UCM_COMPAT_ASSERT(offsetof(ucm_compat_reloc_patch_t, list) == 24);
 UCM_COMPAT_ASSERT(offsetof(ucm_compat_reloc_patch_t, blacklist) == 40);
 UCM_COMPAT_ASSERT(sizeof(ucm_compat_reloc_patch_t) == 48);
+/* ucm_event_t of UCX 1.13, 1.18 and 1.22: one size; the fields 1.15 and
+ * 1.22 added sit where 1.13 had padding or nothing */
+UCM_COMPAT_ASSERT(sizeof(ucm_event_t) == 48);
+UCM_COMPAT_ASSERT(offsetof(ucm_event_t, mremap.flags) == 32);
+UCM_COMPAT_ASSERT(offsetof(ucm_event_t, mremap.new_address) == 40);
+UCM_COMPAT_ASSERT(offsetof(ucm_event_t, mem_type.mem_type) == 16);
+UCM_COMPAT_ASSERT(offsetof(ucm_event_t, mem_type.sys_dev) == 20);
+UCM_COMPAT_ASSERT(offsetof(ucm_event_t, mem_type.mem_flags) == 21);
 #undef UCM_COMPAT_ASSERT
 
 END_C_DECLS

@@ -183,6 +183,15 @@ ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain);
 ucs_status_t ucm_ucx_release(unsigned *major, unsigned *minor, unsigned *patch,
                              const char **how);
 
+/* How this libucm lays out ucm_global_opts now (the UCX release it serves,
+ * or the size of the object the process uses; docs/internals-ucm-abi.md,
+ * "ucm_global_opts"): returns the layout's size (48: UCX 1.13-1.15, 56:
+ * 1.16-1.17, 64: 1.18-1.20, 72: 1.21-1.23, 20: the five leading ints only),
+ * *layout_p its first release ("1.18", or "common"), *object_size_p the
+ * size of the object in use (this libucm's, or an executable's copy).  Any
+ * output may be NULL. */
+size_t ucm_global_opts_layout(const char **layout_p, size_t *object_size_p);
+
 END_C_DECLS
 
 #endif

@@ -59,9 +59,9 @@ static void ucm_compat_event_call_orig(ucm_event_type_t type, ucm_event_t *e)
         break;
     case UCM_EVENT_MREMAP:
         if (e->mremap.result == MAP_FAILED) {
-            e->mremap.result =
-                ucm_orig_mremap(e->mremap.address, e->mremap.old_size,
-                                e->mremap.new_size, e->mremap.flags);
+            e->mremap.result = ucm_orig_mremap(
+                e->mremap.address, e->mremap.old_size, e->mremap.new_size,
+                e->mremap.flags, e->mremap.new_address);
         }
         break;
     case UCM_EVENT_SHMAT:

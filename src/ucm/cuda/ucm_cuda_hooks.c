@@ -404,6 +404,7 @@ static void ucm_cuda_report_existing(ucm_event_callback_t cb, void *arg)
         event.mem_type.address  = (void *)allocs[i].address;
         event.mem_type.size     = allocs[i].size;
         event.mem_type.mem_type = allocs[i].mem_type;
+        event.mem_type.sys_dev  = UCM_EVENT_SYS_DEV_UNKNOWN;
         cb(UCM_EVENT_MEM_TYPE_ALLOC, &event, arg);
     }
     free(allocs);

@@ -58,6 +58,9 @@ UCS_F_HOT static void ucm_event_range_dispatch(ucm_event_type_t type,
         event.mem_type.address  = addr;
         event.mem_type.size     = len;
         event.mem_type.mem_type = mem_type;
+        /* what UCX 1.22's consumers read: nothing known of either */
+        event.mem_type.sys_dev   = UCM_EVENT_SYS_DEV_UNKNOWN;
+        event.mem_type.mem_flags = 0;
         ucm_event_call_all(list, type, &event);
     }
     ucm_rcu_read_unlock();

@@ -9,6 +9,7 @@
 
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_opts.h>
 #include <ucm/util/ucm_procmaps.h>
 #include <ucm/util/ucm_sys.h>
 
@@ -223,7 +224,7 @@ static void ucm_heap_mmapped_freed(size_t chunk_size)
         ucm_heap_mmap_thresh = chunk_size; /* glibc does it too */
         ucm_heap_trim_thresh = 2 * chunk_size;
     } else if (ucm_heap_dyn_taken_over &&
-               ucm_global_opts.enable_dynamic_mmap_thresh) {
+               ucm_opts_get(UCM_OPTS_DYNAMIC_MMAP_THRESH)) {
         /* libucm's mallopt() ended glibc's dynamic thresholds: do what
          * glibc would have done */
         ucm_heap_mmap_thresh = chunk_size;

@@ -323,16 +323,18 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
         }
         return event.mremap.result;
     }
-    event.mremap.result   = MAP_FAILED;
-    event.mremap.address  = old_address;
-    event.mremap.old_size = old_size;
-    event.mremap.new_size = new_size;
-    event.mremap.flags    = flags;
+    event.mremap.result      = MAP_FAILED;
+    event.mremap.address     = old_address;
+    event.mremap.old_size    = old_size;
+    event.mremap.new_size    = new_size;
+    event.mremap.flags       = flags;
+    event.mremap.new_address = new_address;
     ucm_hook_native_before(list, UCM_EVENT_MREMAP, &event);
     old_address = event.mremap.address;
     old_size    = event.mremap.old_size;
     new_size    = event.mremap.new_size;
     flags       = event.mremap.flags;
+    new_address = event.mremap.new_address;
     if (flags & MREMAP_FIXED) {
         /* whatever is mapped at the target is replaced */
         ucm_hook_vm_unmapping(list, new_address, new_size);
@@ -378,9 +380,21 @@ UCS_F_HOT void *ucm_mremap_hook(void *old_address, size_t old_size,
                              new_address);
 }
 
-void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags)
+/* UCX 1.15+ passes new_address with MREMAP_FIXED; 1.13 callers pass four
+ * arguments (and no MREMAP_FIXED that could work). */
+void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags,
+                 ...)
 {
-    return ucm_mremap_common(old_address, old_size, new_size, flags, NULL);
+    void *new_address = NULL;
+    va_list ap;
+
+    if (flags & MREMAP_FIXED) {
+        va_start(ap, flags);
+        new_address = va_arg(ap, void *);
+        va_end(ap);
+    }
+    return ucm_mremap_common(old_address, old_size, new_size, flags,
+                             new_address);
 }
 
 /* Advice that acts on the pages of the file (its page cache), so on every
@@ -717,10 +731,18 @@ UCS_F_HOT int ucm_orig_munmap(void *addr, size_t length)
 }
 
 void *ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size,
-                      int flags)
+                      int flags, ...)
 {
+    void *new_address = NULL;
+    va_list ap;
+
+    if (flags & MREMAP_FIXED) {
+        va_start(ap, flags);
+        new_address = va_arg(ap, void *);
+        va_end(ap);
+    }
     return (void *)ucm_sys_to_libc(
-        ucm_sys_mremap(old_address, old_size, new_size, flags, NULL));
+        ucm_sys_mremap(old_address, old_size, new_size, flags, new_address));
 }
 
 UCS_F_HOT int ucm_orig_madvise(void *addr, size_t length, int advice)

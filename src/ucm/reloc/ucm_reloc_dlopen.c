@@ -9,6 +9,7 @@
 
 #include <ucm/api/ucm.h>
 #include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_opts.h>
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -112,7 +113,7 @@ void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
     Dl_info info;
 
     if ((filename == NULL) || (strchr(filename, '/') != NULL) ||
-        !ucm_global_opts.dlopen_process_rpath ||
+        !ucm_opts_get(UCM_OPTS_DLOPEN_PROCESS_RPATH) ||
         !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) ||
         (lm == NULL)) {
         return orig_dlopen(filename, flag);

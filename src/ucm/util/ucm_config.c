@@ -5,6 +5,7 @@
  */
 #include "ucm_config.h"
 #include "ucm_log.h"
+#include "ucm_opts.h"
 
 #include <ucm/mmap/ucm_filewatch.h>
 #include <ucm/uffd/ucm_uffd.h>
@@ -20,24 +21,9 @@ const char *ucm_mmap_hook_modes[] = {"none", "reloc", "bistro", NULL};
 
 static const char *ucm_unload_prevent_modes[] = {"lazy", "now", "none", NULL};
 
-/* Defaults of UCX 1.13 on x86_64 (this is an exported, copy-relocatable
- * object: stock UCX's gtest reads and writes it directly). */
-ucm_global_config_t ucm_global_opts = {
-    .log_level                  = UCS_LOG_LEVEL_WARN,
-    .enable_events              = 1,
-    .mmap_hook_mode             = UCM_MMAP_HOOK_BISTRO,
-    .enable_malloc_hooks        = 1,
-    .enable_malloc_reloc        = 1,
-    .cuda_hook_modes            = 1 << UCM_MMAP_HOOK_BISTRO,
-    .enable_dynamic_mmap_thresh = 1,
-    .alloc_alignment            = 16,
-    .dlopen_process_rpath       = 1,
-    .module_unload_prevent_mode = UCM_UNLOAD_PREVENT_MODE_LAZY};
-
 #define UCM_CONFIG_FIELD(_name, _dfl, _doc, _field, _type, _names)             \
     {                                                                          \
-        _name, _dfl, _doc, offsetof(ucm_global_config_t, _field), _type,       \
-            _names                                                             \
+        _name, _dfl, _doc, offsetof(ucm_opts_t, _field), _type, _names         \
     }
 
 static const ucs_config_field_t ucm_config_table[] = {
@@ -82,6 +68,14 @@ static const ucs_config_field_t ucm_config_table[] = {
         "Accepted for UCX compatibility (libucm is never unloaded)",
         module_unload_prevent_mode, UCS_CONFIG_TYPE_ENUM,
         ucm_unload_prevent_modes),
+    UCM_CONFIG_FIELD("MEM_BISTRO_FORCE_FAR_JUMP", "no",
+                     "Accepted for UCX compatibility (UCX 1.16+: its own "
+                     "patcher's jump; ours picks the jump it needs)",
+                     bistro_force_far_jump, UCS_CONFIG_TYPE_BOOL, NULL),
+    UCM_CONFIG_FIELD("MEM_BISTRO_GRACE_DURATION", "0.05",
+                     "Accepted for UCX compatibility (UCX 1.21+: seconds its "
+                     "patcher waits; ours patches with one atomic store)",
+                     bistro_grace_duration, UCS_CONFIG_TYPE_DOUBLE, NULL),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static void ucm_config_error(const char *var, const char *value,
@@ -95,8 +89,9 @@ ucs_status_t ucm_config_init(void)
 {
     ucs_status_t status, status_uffd, status_watch;
 
-    status = ucs_config_parse_env("UCX_", ucm_config_table, &ucm_global_opts,
+    status = ucs_config_parse_env("UCX_", ucm_config_table, &ucm_opts,
                                   ucm_config_error, NULL);
+    ucm_opts_init(); /* into ucm_global_opts, in the layout in use */
     status_uffd = ucs_config_parse_env("UCX_", ucm_uffd_config_table,
                                        &ucm_uffd_opts, ucm_config_error, NULL);
     status_watch =
@@ -108,20 +103,6 @@ ucs_status_t ucm_config_init(void)
     return (status_uffd != UCS_OK) ? status_uffd : status_watch;
 }
 
-void ucm_set_global_opts(const ucm_global_config_t *ucm_opts)
-{
-    if (ucm_opts == NULL) {
-        ucm_error("ucm_set_global_opts: NULL options ignored");
-        return;
-    }
-    if ((unsigned)ucm_opts->mmap_hook_mode >= UCM_MMAP_HOOK_LAST) {
-        ucm_error("ucm_set_global_opts: invalid mmap_hook_mode %d ignored",
-                  (int)ucm_opts->mmap_hook_mode);
-        return;
-    }
-    memcpy(&ucm_global_opts, ucm_opts, sizeof(ucm_global_opts));
-}
-
 /* Entry 'index' of libucm's tables (UCX's options, then UCX_MEM_UFFD*,
  * then UCX_MEM_FILE_WATCH*). */
 static const ucs_config_field_t *ucm_config_field(unsigned index,
@@ -130,7 +111,7 @@ static const ucs_config_field_t *ucm_config_field(unsigned index,
     static const struct {
         const ucs_config_field_t *table;
         const void *opts;
-    } tables[] = {{ucm_config_table, &ucm_global_opts},
+    } tables[] = {{ucm_config_table, &ucm_opts},
                   {ucm_uffd_config_table, &ucm_uffd_opts},
                   {ucm_filewatch_config_table, &ucm_filewatch_opts}};
     unsigned t, i;
@@ -152,6 +133,9 @@ int ucm_config_get(unsigned index, const char **name_p, char *value, size_t max,
     const ucs_config_field_t *field;
     const void *opts;
 
+    if (index == 0) {
+        ucm_opts_sync(); /* what was written to ucm_global_opts since */
+    }
     field = ucm_config_field(index, &opts);
     if (field == NULL) {
         return -1;

@@ -17,6 +17,7 @@
 #include <ucm/util/ucm_config.h>
 #include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_log.h>
+#include <ucm/util/ucm_opts.h>
 #include <ucm/util/ucm_release.h>
 #include <ucm/util/ucm_sys.h>
 
@@ -24,7 +25,7 @@
 
 /* In lock order. */
 static pthread_mutex_t *ucm_init_fork_locks[] = {
-    &ucm_release_lock, &ucm_mmap_install_lock, &ucm_reloc_lock,
+    &ucm_opts_lock, &ucm_release_lock, &ucm_mmap_install_lock, &ucm_reloc_lock,
     &ucm_event_writer_lock};
 static int ucm_init_fork_locked[ucs_static_array_size(ucm_init_fork_locks)];
 
