@@ -85,16 +85,15 @@ done
 [ $install_deps -eq 1 ] && "$top/contrib/deps.sh"
 
 failed=()
+times=() # "SECONDS  status  name" of each stage, for the summary
 stage() {
-    local name=$1; shift
+    local name=$1 st=ok; shift
     echo "=== $name"
     local t0=$SECONDS
-    if "$@"; then
-        echo "=== $name: ok ($((SECONDS - t0)) s)"
-    else
-        echo "=== $name: FAILED ($((SECONDS - t0)) s)"
-        failed+=("$name")
-    fi
+    "$@" || st=FAILED
+    [ $st = ok ] || failed+=("$name")
+    echo "=== $name: $st ($((SECONDS - t0)) s)"
+    times+=("$(printf '%6d s  %-6s  %s' $((SECONDS - t0)) $st "$name")")
 }
 
 # Build and 'make check' in a build tree, then what it skipped and why.
@@ -159,6 +158,8 @@ stage "tools smoke (ucm_info, benchmark)" tools_smoke
 
 # the summary, and the end when only the host stages were asked for
 finish() {
+    echo "=== stage times (total $SECONDS s; the bar is 2700 s)"
+    printf '%s\n' "${times[@]}"
     if [ ${#failed[@]} -gt 0 ]; then
         echo "FAILED stages: ${failed[*]}"
         exit 1
