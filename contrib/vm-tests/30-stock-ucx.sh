@@ -47,36 +47,11 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # run_pair NAME [wrapper...]: server + client running ucx_perftest
-# "${test_args[@]}", logs in $work/NAME.{srv,cli}
-run_pair() {
-    local name=$1; shift
-    local port=$((20000 + RANDOM % 20000)) spid try rc=1
-    "$@" ucx_perftest -p $port "${test_args[@]}" >"$work/$name.srv" 2>&1 &
-    spid=$!
-    ( sleep 150; kill -9 $spid 2>/dev/null ) & local wd=$!
-    # the server's UCX libraries, once it has loaded them
-    for try in $(seq 1 100); do
-        grep -q libuct /proc/$spid/maps 2>/dev/null && break
-        sleep 0.2
-    done
-    grep -o '/[^ ]*libuc[mst][^ ]*' /proc/$spid/maps 2>/dev/null | sort -u >"$work/$name.maps"
-    for try in $(seq 1 30); do
-        sleep 1
-        kill -0 $spid 2>/dev/null || break
-        timeout 120 "$@" ucx_perftest -p $port "${test_args[@]}" 127.0.0.1 >"$work/$name.cli" 2>&1
-        rc=$?
-        [ $rc -eq 0 ] && break
-        grep -q -i "connect\|refused" "$work/$name.cli" || break
-    done
-    wait $spid; local src=$?
-    kill $wd 2>/dev/null; wait $wd 2>/dev/null
-    echo "--- $name: client exit $rc (after $try tries), server exit $src"
-    grep -E "^Final:" "$work/$name.cli" | tail -1
-    [ $rc -eq 0 ] && [ $src -eq 0 ]
-}
-
-# MB/s from the client's final line (column "total" bandwidth, MB/s)
-bandwidth() { awk '/^Final:/ {print $(NF-2)}' "$1"; }
+# "${test_args[@]}", logs in $work/NAME.{srv,cli} (lib/perftest-pair.sh)
+# shellcheck source=contrib/vm-tests/lib/perftest-pair.sh
+. "$top/contrib/vm-tests/lib/perftest-pair.sh"
+run_pair() { perftest_pair "$@"; }
+bandwidth() { perftest_bandwidth "$1"; }
 
 export UCX_IB_RCACHE_MEM_PRIO=$prio
 run_pair stock env LD_PRELOAD= || fail "perftest with Debian's libucm failed: $(tail -3 "$work/stock.cli")"

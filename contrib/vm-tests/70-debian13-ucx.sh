@@ -48,38 +48,16 @@ echo "70-debian13-ucx: $(. /etc/os-release && echo "$PRETTY_NAME"), UCX $(ucx_in
 echo "  libucm: Debian's $stock, ours $ours; cache $rclib"
 
 # run_pair NAME [wrapper...]: server + client running ucx_perftest
-# "${test_args[@]}" (clients retry while the server is not listening yet);
-# logs $work/NAME.{srv,cli}, the server's UCX libraries $work/NAME.maps
-run_pair() {
-    local name=$1 port=$((20000 + RANDOM % 20000)) spid wd try rc=1 src
-    shift
-    "$@" ucx_perftest -p $port "${test_args[@]}" >"$work/$name.srv" 2>&1 &
-    spid=$!
-    ( sleep 180; kill -9 $spid 2>/dev/null ) & wd=$!
-    for try in $(seq 1 100); do
-        grep -q libuct /proc/$spid/maps 2>/dev/null && break
-        sleep 0.2
-    done
-    grep -o '/[^ ]*libuc[mst][^ ]*' /proc/$spid/maps 2>/dev/null | sort -u >"$work/$name.maps"
-    for try in $(seq 1 30); do
-        sleep 1
-        kill -0 $spid 2>/dev/null || break
-        timeout 150 "$@" ucx_perftest -p $port "${test_args[@]}" 127.0.0.1 >"$work/$name.cli" 2>&1
-        rc=$?
-        [ $rc -eq 0 ] && break
-        grep -qi "connect\|refused" "$work/$name.cli" || break
-    done
-    wait $spid; src=$?
-    kill $wd 2>/dev/null; wait $wd 2>/dev/null
-    echo "--- $name: client exit $rc, server exit $src: $(grep -E '^Final:' "$work/$name.cli" | tail -n 1)"
-    if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
-        fail "$name: client exit $rc, server exit $src"
-        tail -n 8 "$work/$name.cli" "$work/$name.srv" | sed 's/^/  /'
-    fi
-}
+# "${test_args[@]}" (lib/perftest-pair.sh); logs $work/NAME.{srv,cli}, the
+# server's UCX libraries $work/NAME.maps; a failure counts
+# shellcheck source=contrib/vm-tests/lib/perftest-pair.sh
+. "$top/contrib/vm-tests/lib/perftest-pair.sh"
+PAIR_SERVER_LIMIT=180
+PAIR_CLIENT_LIMIT=150
+run_pair() { perftest_pair "$@" || fail "$1: client or server failed"; }
 
 # MB/s of the client's final line
-bandwidth() { awk '/^Final:/ {v = $(NF - 2)} END {print v}' "$work/$1.cli"; }
+bandwidth() { perftest_bandwidth "$work/$1.cli"; }
 
 # only_ours NAME: our libucm replaced Debian's in the server
 only_ours() {
