@@ -209,12 +209,15 @@ void *ucm_bistro_restore_addr(ucm_bistro_restore_point_t *rp);
 /* ---- UCX's malloc (ucm/malloc/malloc_hook.h, ptmalloc286) ---- */
 
 /*
- * UCX replaces malloc with its own allocator; this libucm does not, so the
- * parameters are glibc's.  ucm_malloc_state_reset() sets glibc's mmap and
- * trim thresholds with mallopt() (values < 0 leave one unchanged), then
- * applies MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ from the
- * environment as UCX does.  Note that mallopt() ends glibc's dynamic
- * thresholds for the rest of the process.
+ * UCX replaces malloc with its own allocator (in reloc mode); this libucm
+ * does not, so the parameters are glibc's.  In reloc mode
+ * ucm_malloc_state_reset() sets glibc's mmap and trim thresholds with
+ * mallopt() (values < 0 leave one unchanged), then applies
+ * MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ from the environment as
+ * UCX does; mallopt() ends glibc's dynamic thresholds, which libucm then
+ * emulates while UCX_MEM_DYNAMIC_MMAP_THRESH is yes.  In bistro mode glibc's
+ * malloc is left as it is (UCX's reset touches only its own allocator, which
+ * bistro mode does not use): the values are only recorded.
  * ucm_dlmallopt_get(M_MMAP_THRESHOLD / M_TRIM_THRESHOLD / M_GRANULARITY =
  * -3 / -1 / -2): the last value set through ucm_malloc_state_reset, else the
  * one glibc started with (GLIBC_TUNABLES, MALLOC_*_THRESHOLD_, or its
