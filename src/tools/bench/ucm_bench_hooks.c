@@ -39,6 +39,7 @@
  * failures are only reported); 2 on usage errors.
  */
 #include "config.h"
+#include "bench_count.h"
 #include "tools_env.h"
 
 #include <ucm/api/ucm.h>
@@ -203,6 +204,38 @@ static const struct {
 
 #define BENCH_NEVROWS (sizeof(bench_event_rows) / sizeof(bench_event_rows[0]))
 
+/* Rows of the counting mode (--count): user-space code only; the rows
+ * whose cost is the kernel's (ftruncate, hole punching, memfd_create) and
+ * dlopen (the loader's work) are left out. */
+typedef enum {
+    C_MUNMAP,
+    C_MUNMAP_SYS,
+    C_MMAP,
+    C_MALLOC64,
+    C_MALLOC4K,
+    C_MALLOC1M,
+    C_FLOOR, /* "none" only: munmap through a minimal hook */
+    C_LAST
+} bench_count_row_t;
+
+static const struct {
+    const char *key;
+    const char *label;
+    bench_key_t ev; /* events per operation, for the limit */
+    long iters;
+} bench_count_rows[C_LAST] = {
+    [C_MUNMAP]     = {"munmap", "munmap, unmapped 64 KiB", K_MUNMAP_EV, 20000},
+    [C_MUNMAP_SYS] = {"munmap_sys", "munmap by syscall insn", K_LAST, 20000},
+    [C_MMAP]       = {"mmap_pair", "mmap+munmap 4 KiB", K_MMAP_EV, 5000},
+    [C_MALLOC64]   = {"malloc64", "malloc+free 64 B", K_MALLOC64_EV, 20000},
+    [C_MALLOC4K]   = {"malloc4k", "malloc+free 4 KiB", K_MALLOC4K_EV, 20000},
+    [C_MALLOC1M]   = {"malloc1m", "malloc+free 1 MiB", K_MALLOC1M_EV, 2000},
+    [C_FLOOR]      = {"floor", "munmap, minimal hook", K_LAST, 20000},
+};
+
+/* Target of the counting mode: instructions a hook may add */
+#define BENCH_TARGET_HOOK_IR 40.0
+
 typedef struct {
     const char *name; /* column title */
     const char *lib;  /* "none" or a path */
@@ -218,10 +251,13 @@ typedef struct {
     int nruns;
     int hung; /* a worker timed out: run no more of them */
     char notes[512];
+    bench_count_t counts[C_LAST]; /* --count */
+    int counted[C_LAST];
 } bench_config_t;
 
 typedef struct {
     int quick;
+    int count; /* instructions per operation under callgrind */
     int csv;
     int verbose;
     int opts_only; /* select the mode with ucm_set_global_opts()
@@ -354,6 +390,44 @@ static void __attribute__((noinline)) bench_loop_munmap_sys(long iters)
 
     for (i = 0; i < iters; ++i) {
         bench_raw_munmap(bench_hole, BENCH_HOLE_SIZE);
+    }
+}
+
+/*
+ * The least a hook can do for munmap: the call reaches it through a
+ * pointer (a patched GOT slot or a jump in libc's entry), it hands one
+ * event to the one handler through the handler list, and calls the real
+ * function through a pointer.  Counted in "none": the limit of the hooked
+ * rows is none's count plus this minus none's munmap, per event.
+ */
+typedef struct {
+    ucm_event_callback_t cb;
+    void *arg;
+} bench_floor_handler_t;
+
+static bench_floor_handler_t bench_floor_handler = {bench_event_cb, NULL};
+static bench_floor_handler_t *volatile bench_floor_list = &bench_floor_handler;
+static int (*volatile bench_floor_next)(void *, size_t) = munmap;
+
+static int __attribute__((noinline)) bench_floor_munmap(void *addr, size_t len)
+{
+    bench_floor_handler_t *handler = bench_floor_list;
+    ucm_event_t event;
+
+    event.vm_unmapped.address = addr;
+    event.vm_unmapped.size    = len;
+    handler->cb(UCM_EVENT_VM_UNMAPPED, &event, handler->arg);
+    return bench_floor_next(addr, len);
+}
+
+static int (*volatile bench_floor_entry)(void *, size_t) = bench_floor_munmap;
+
+static void __attribute__((noinline)) bench_loop_floor(long iters)
+{
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        bench_floor_entry(bench_hole, BENCH_HOLE_SIZE);
     }
 }
 
@@ -770,8 +844,51 @@ static void bench_report_fallbacks(void *lib_handle, int mode)
     }
 }
 
+/* --count: each row under callgrind, its events per operation through
+ * the pipe ("ok KEY_events VALUE"); the counts come from the dumps. */
+static int bench_count_worker(int with_lib)
+{
+    static const bench_loop_t loops[C_LAST] = {
+        [C_MUNMAP]     = bench_loop_munmap_libc,
+        [C_MUNMAP_SYS] = bench_loop_munmap_sys,
+        [C_MMAP]       = bench_loop_mmap,
+        [C_MALLOC64]   = bench_loop_malloc64,
+        [C_MALLOC4K]   = bench_loop_malloc4k,
+        [C_MALLOC1M]   = bench_loop_malloc1m,
+        [C_FLOOR]      = bench_loop_floor,
+    };
+    unsigned long events;
+    int row;
+
+    if (!bench_count_active()) {
+        bench_out("fail --count needs the worker to run under callgrind");
+        return 3;
+    }
+    /* the installation may have mapped memory where the hole was */
+    bench_reserve_hole();
+    for (row = 0; row < C_LAST; ++row) {
+        if ((row == C_FLOOR) && with_lib) {
+            continue;
+        }
+        if ((row == C_MALLOC1M) &&
+            (mallopt(M_MMAP_THRESHOLD, BENCH_MMAP_THRESHOLD) != 1)) {
+            bench_out("note mallopt(M_MMAP_THRESHOLD) failed");
+        }
+        events = bench_event_count;
+        bench_count_row(bench_count_rows[row].key, loops[row],
+                        bench_count_rows[row].iters);
+        if (bench_count_rows[row].ev != K_LAST) {
+            bench_out("ok %s %.3f", bench_key_names[bench_count_rows[row].ev],
+                      (double)(bench_event_count - events) /
+                          (2.0 * bench_count_rows[row].iters));
+        }
+    }
+    return 0;
+}
+
 static int bench_worker(const char *lib, const char *mode_name, int rounds,
-                        double round_ms, int install_only, int opts_only)
+                        double round_ms, int install_only, int opts_only,
+                        int count)
 {
     ucs_status_t (*set_handler)(int, int, ucm_event_callback_t, void *);
     void (*set_opts)(const ucm_global_config_t *);
@@ -797,12 +914,12 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
         rounds = BENCH_MAX_SAMPLES;
     }
 
-    if (RUNNING_ON_VALGRIND) {
+    if (RUNNING_ON_VALGRIND && !count) {
         bench_out("degraded valgrind the workers run under valgrind "
                   "(--trace-children=yes)");
     }
     bench_reserve_hole();
-    if (!install_only) {
+    if (!install_only && !count) {
         bench_munmap_pairs(rounds, target_ns, &pre);
     }
 
@@ -853,6 +970,9 @@ static int bench_worker(const char *lib, const char *mode_name, int rounds,
     }
     if (install_only) {
         return 0;
+    }
+    if (count) {
+        return bench_count_worker(strcmp(lib, "none") != 0);
     }
 
     bench_report_hook_overhead(&pre, rounds, target_ns);
@@ -1014,12 +1134,28 @@ static void bench_parse_line(bench_config_t *cfg, char *line, char *reason,
     }
 }
 
+/* A dump of a --count worker: its row's figures into the configuration */
+static void bench_count_store(void *arg, const char *key,
+                              const bench_count_t *count)
+{
+    bench_config_t *cfg = arg;
+    int row;
+
+    for (row = 0; row < C_LAST; ++row) {
+        if (!strcmp(key, bench_count_rows[row].key)) {
+            cfg->counts[row]  = *count;
+            cfg->counted[row] = 1;
+        }
+    }
+}
+
 static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
                              int install_only)
 {
     char rounds_str[16], round_ms_str[32], fd_str[16];
     char buf[8192], reason[200] = "", self[PATH_MAX] = "/proc/self/exe";
-    const char *argv[20];
+    char count_dir[PATH_MAX] = "", valgrind[PATH_MAX];
+    const char *argv[40];
     int fds[2], argc = 0, status, devnull;
     size_t used = 0;
     double deadline;
@@ -1032,10 +1168,28 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
         return;
     }
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    /* the file itself, not /proc/self/exe: under valgrind that is
+     * valgrind's tool, while readlink() answers for the program */
+    nread = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (nread > 0) {
+        self[nread] = '\0';
+    }
+    if (opts->count) {
+        if (bench_count_mkdir(count_dir, sizeof(count_dir)) != 0) {
+            bench_config_fail(cfg, "failed (mkdtemp: %s)", strerror(errno));
+            close(fds[0]);
+            close(fds[1]);
+            return;
+        }
+        argc = bench_count_argv(argv, count_dir, valgrind, sizeof(valgrind));
+        argv[argc++] = self;
+    }
     snprintf(rounds_str, sizeof(rounds_str), "%d", opts->rounds);
     snprintf(round_ms_str, sizeof(round_ms_str), "%g", opts->round_ms);
     snprintf(fd_str, sizeof(fd_str), "%d", fds[1]);
-    argv[argc++] = "ucm_bench_hooks";
+    if (!opts->count) {
+        argv[argc++] = "ucm_bench_hooks";
+    }
     argv[argc++] = "--worker";
     argv[argc++] = cfg->lib;
     argv[argc++] = cfg->mode;
@@ -1053,14 +1207,11 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
     if (opts->opts_only) {
         argv[argc++] = "--opts-only";
     }
+    if (opts->count) {
+        argv[argc++] = "--count";
+    }
     argv[argc] = NULL;
 
-    /* the file itself, not /proc/self/exe: under valgrind that is
-     * valgrind's tool, while readlink() answers for the program */
-    nread = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (nread > 0) {
-        self[nread] = '\0';
-    }
     fflush(stdout);
     fflush(stderr);
     pid = fork();
@@ -1078,7 +1229,7 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
                 dup2(devnull, 1);
             }
         }
-        execv(self, (char *const *)argv);
+        execv(opts->count ? argv[0] : self, (char *const *)argv);
         dprintf(fds[1], "fail exec: %s\n", strerror(errno));
         _exit(127);
     }
@@ -1132,6 +1283,10 @@ static void bench_run_worker(const bench_opts_t *opts, bench_config_t *cfg,
             bench_config_fail(cfg, "failed (waitpid: %s)", strerror(errno));
             return;
         }
+    }
+    if ((count_dir[0] != '\0') &&
+        (bench_count_collect(count_dir, bench_count_store, cfg) < 0)) {
+        bench_config_fail(cfg, "failed (no dumps in %s)", count_dir);
     }
     if (!strncmp(reason, "timeout", 7)) {
         bench_config_fail(cfg, "failed (%s)", reason);
@@ -1378,6 +1533,164 @@ static void bench_print_table(const bench_opts_t *opts, bench_config_t *cfgs,
     }
 }
 
+/* --count: one figure of a counted row */
+static int bench_count_get(const bench_config_t *cfg, int row, int metric,
+                           double *value_p)
+{
+    const bench_count_t *count = &cfg->counts[row];
+
+    if (!cfg->counted[row]) {
+        return 0;
+    }
+    *value_p = (metric == 0)   ? count->ir
+               : (metric == 1) ? count->d1
+                               : count->ll;
+    return 1;
+}
+
+/* The least instructions a hooked row can take: none's, plus for each
+ * event per operation (as our library delivers them) the minimal hook's
+ * instructions over none's munmap. */
+static int bench_count_limit(const bench_config_t *cfgs, int ncfg, int row,
+                             double *limit_p)
+{
+    double base, floor, plain, events;
+    int c, ok;
+
+    if (!bench_count_get(&cfgs[0], row, 0, &base)) {
+        return 0;
+    }
+    if (bench_count_rows[row].ev == K_LAST) {
+        *limit_p = base;
+        return 1;
+    }
+    if (!bench_count_get(&cfgs[0], C_FLOOR, 0, &floor) ||
+        !bench_count_get(&cfgs[0], C_MUNMAP, 0, &plain)) {
+        return 0;
+    }
+    for (c = 1; c < ncfg; ++c) {
+        if (cfgs[c].ours) {
+            events = bench_value(&cfgs[c], bench_count_rows[row].ev, &ok);
+            if (ok) {
+                *limit_p = base + events * (floor - plain);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void bench_print_counts_csv(const bench_config_t *cfgs, int ncfg)
+{
+    double ir, d1, ll;
+    int row, c;
+
+    printf("row,config,ir_per_op,d1_miss_per_op,ll_miss_per_op\n");
+    for (row = 0; row < C_LAST; ++row) {
+        for (c = 0; c < ncfg; ++c) {
+            if (bench_count_get(&cfgs[c], row, 0, &ir) &&
+                bench_count_get(&cfgs[c], row, 1, &d1) &&
+                bench_count_get(&cfgs[c], row, 2, &ll)) {
+                printf("%s,%s,%.2f,%.4f,%.4f\n", bench_count_rows[row].key,
+                       cfgs[c].name, ir, d1, ll);
+            }
+        }
+        if ((row != C_FLOOR) && bench_count_limit(cfgs, ncfg, row, &ir)) {
+            printf("%s,limit,%.2f,,\n", bench_count_rows[row].key, ir);
+        }
+    }
+}
+
+static void bench_print_counts(const bench_config_t *cfgs, int ncfg)
+{
+    static const char *titles[] = {
+        "Instructions per operation (limit: none + a minimal hook per event)",
+        "D1 data misses per operation", "LL data misses per operation"};
+    double value, base = 0, limit, floor, plain;
+    char cell[32];
+    int metric, row, c;
+
+    for (metric = 0; metric < 3; ++metric) {
+        printf("%s\n%-26s %9s", titles[metric], "row", "none");
+        if (metric == 0) {
+            printf(" %9s", "limit");
+        }
+        for (c = 1; c < ncfg; ++c) {
+            printf(" %11s", cfgs[c].name);
+            if (metric == 0) {
+                printf(" %8s", "+none");
+            }
+        }
+        printf("\n");
+        for (row = 0; row < C_LAST; ++row) {
+            if (row == C_FLOOR) {
+                continue;
+            }
+            printf("%-26s", bench_count_rows[row].label);
+            if (bench_count_get(&cfgs[0], row, metric, &base)) {
+                printf(" %9.*f", metric ? 3 : 1, base);
+            } else {
+                printf(" %9s", "-");
+            }
+            if (metric == 0) {
+                if (bench_count_limit(cfgs, ncfg, row, &limit)) {
+                    printf(" %9.1f", limit);
+                } else {
+                    printf(" %9s", "-");
+                }
+            }
+            for (c = 1; c < ncfg; ++c) {
+                if (!bench_count_get(&cfgs[c], row, metric, &value)) {
+                    printf(" %11s", "-");
+                    if (metric == 0) {
+                        printf(" %8s", "");
+                    }
+                    continue;
+                }
+                printf(" %11.*f", metric ? 3 : 1, value);
+                if (metric == 0) {
+                    snprintf(cell, sizeof(cell), "%+.1f", value - base);
+                    printf(" %8s", bench_count_get(&cfgs[0], row, 0, &base)
+                                       ? cell
+                                       : "");
+                }
+            }
+            printf("\n");
+        }
+        printf("\n");
+    }
+    if (bench_count_get(&cfgs[0], C_FLOOR, 0, &floor) &&
+        bench_count_get(&cfgs[0], C_MUNMAP, 0, &plain)) {
+        printf("minimal hook (indirect call, one handler, call through a "
+               "pointer): %+.1f instructions per event\n",
+               floor - plain);
+    }
+    printf("Target: hooked munmap <= +%.0f instructions over none\n",
+           BENCH_TARGET_HOOK_IR);
+    for (c = 1; c < ncfg; ++c) {
+        if (!cfgs[c].ours) {
+            continue;
+        }
+        if (bench_count_get(&cfgs[c], C_MUNMAP, 0, &value) &&
+            bench_count_get(&cfgs[0], C_MUNMAP, 0, &base)) {
+            printf("  %-12s %+.1f %s\n", cfgs[c].name, value - base,
+                   (value - base <= BENCH_TARGET_HOOK_IR) ? "ok" : "MISS");
+        } else {
+            printf("  %-12s ?\n", cfgs[c].name);
+        }
+    }
+    for (c = 0; c < ncfg; ++c) {
+        if (cfgs[c].skip[0] != '\0') {
+            printf("%s: skipped: %s\n", cfgs[c].name, cfgs[c].skip);
+        } else if (cfgs[c].nfailures > 0) {
+            printf("%s: %s\n", cfgs[c].name, cfgs[c].failure);
+        }
+        if (cfgs[c].notes[0] != '\0') {
+            printf("%s: %s\n", cfgs[c].name, cfgs[c].notes);
+        }
+    }
+}
+
 /* Directory of this executable, "" if unknown */
 static void bench_self_dir(char *dir, size_t max)
 {
@@ -1461,18 +1774,20 @@ static void bench_resolve_paths(bench_opts_t *opts)
 
 static void bench_usage(FILE *stream)
 {
-    fprintf(
-        stream,
-        "Usage: ucm_bench_hooks [--quick] [--csv] [--verbose] [--opts-only] "
-        "[--ours PATH] [--ucx PATH] [--dl PATH]\n"
-        "  --quick      short run\n"
-        "  --csv        machine-readable output\n"
-        "  --verbose    show the workers' log messages\n"
-        "  --opts-only  select the hook mode with ucm_set_global_opts()"
-        " only\n"
-        "  --ours PATH  our libucm.so.0 (env UCM_BENCH_OURS)\n"
-        "  --ucx PATH   stock UCX libucm.so.0 (env UCM_BENCH_UCX)\n"
-        "  --dl PATH    module for the dlopen loop (env UCM_BENCH_DL)\n");
+    fprintf(stream,
+            "Usage: ucm_bench_hooks [--quick] [--count] [--csv] [--verbose] "
+            "[--opts-only] "
+            "[--ours PATH] [--ucx PATH] [--dl PATH]\n"
+            "  --quick      short run\n"
+            "  --count      instructions and cache misses per operation under\n"
+            "               valgrind's callgrind (exit 77 without valgrind)\n"
+            "  --csv        machine-readable output\n"
+            "  --verbose    show the workers' log messages\n"
+            "  --opts-only  select the hook mode with ucm_set_global_opts()"
+            " only\n"
+            "  --ours PATH  our libucm.so.0 (env UCM_BENCH_OURS)\n"
+            "  --ucx PATH   stock UCX libucm.so.0 (env UCM_BENCH_UCX)\n"
+            "  --dl PATH    module for the dlopen loop (env UCM_BENCH_DL)\n");
 }
 
 static int bench_driver(bench_opts_t *opts)
@@ -1508,7 +1823,25 @@ static int bench_driver(bench_opts_t *opts)
         }
     }
 
-    if (!opts->csv) {
+    if (opts->count) {
+        char valgrind[PATH_MAX];
+        const char *argv[40];
+
+        if (bench_count_argv(argv, "/", valgrind, sizeof(valgrind)) == 0) {
+            printf("ucm_bench_hooks: --count needs valgrind in PATH\n");
+            return 77;
+        }
+        opts->passes       = 1;
+        opts->install_runs = 0;
+        opts->timeout_s    = 600;
+    }
+    if (!opts->csv && opts->count) {
+        printf("ucm_bench_hooks --count: callgrind, %s; each row's loop "
+               "counted once after a warm pass\n",
+               BENCH_COUNT_GEOMETRY);
+        printf("  ours: %s\n  ucx:  %s\n", opts->ours, opts->ucx);
+        fflush(stdout);
+    } else if (!opts->csv) {
         printf("ucm_bench_hooks: %s run, %d pass(es) x %d rounds of ~%g ms, "
                "medians\n",
                opts->quick ? "quick" : "full", opts->passes, opts->rounds,
@@ -1519,7 +1852,8 @@ static int bench_driver(bench_opts_t *opts)
     }
 
     /* wake the CPU up before the first worker */
-    while (bench_now_ns() - start < (opts->quick ? 100e6 : 300e6)) {
+    while (!opts->count &&
+           (bench_now_ns() - start < (opts->quick ? 100e6 : 300e6))) {
     }
 
     /* passes over all configurations, rotated, so that slow phases of a
@@ -1540,7 +1874,13 @@ static int bench_driver(bench_opts_t *opts)
         }
     }
 
-    if (opts->csv) {
+    if (opts->count && opts->csv) {
+        bench_print_counts_csv(cfgs, ncfg);
+    } else if (opts->count) {
+        printf("\n");
+        bench_print_counts(cfgs, ncfg);
+        printf("total time: %.1f s\n", (bench_now_ns() - start) / 1e9);
+    } else if (opts->csv) {
         bench_print_csv(cfgs, ncfg);
     } else {
         printf("\n");
@@ -1574,6 +1914,8 @@ int main(int argc, char **argv)
 
         if (!strcmp(arg, "--quick")) {
             opts.quick = 1;
+        } else if (!strcmp(arg, "--count")) {
+            opts.count = 1;
         } else if (!strcmp(arg, "--csv")) {
             opts.csv = 1;
         } else if (!strcmp(arg, "--verbose")) {
@@ -1621,7 +1963,7 @@ int main(int argc, char **argv)
     if (worker_lib != NULL) {
         bench_dl_path = opts.dl;
         return bench_worker(worker_lib, worker_mode, opts.rounds, opts.round_ms,
-                            install_only, opts.opts_only);
+                            install_only, opts.opts_only, opts.count);
     }
 
     if (opts.quick) {

@@ -25,6 +25,7 @@
  * Cost model: mem_reg spins UCS_BENCH_REG_NS, mem_dereg UCS_BENCH_DEREG_NS.
  * "none" calls them directly for every get+put.
  */
+#include "bench_count.h"
 #include "tools_env.h"
 #include "ucs_bench_rcache.h"
 
@@ -76,6 +77,7 @@ static bench_api_t bench_api;
 static void *bench_abi_create; /* abi: the library's create */
 static int bench_impl;         /* 0 ours, 1 ucx, 2 none, 3 abi */
 static int bench_quick;
+static int bench_counting; /* --count: the cost model costs nothing */
 static FILE *bench_out;
 
 static double bench_now_ns(void)
@@ -101,6 +103,9 @@ static void bench_spin_ns(double ns)
 {
     double end = bench_now_ns() + ns;
 
+    if (bench_counting) {
+        return; /* instructions that depend on time are not counted */
+    }
     while (bench_now_ns() < end) {
     }
 }
@@ -521,20 +526,15 @@ static void bench_munmap(unsigned long n, const char *name)
     bench_api.destroy(rcache);
 }
 
-static void bench_worker(const char *lib)
+static void bench_load_api(const char *lib)
 {
     void *handle;
-    char *area;
-    ucs_rcache_t *rcache;
-    double best = 1e30, t;
-    unsigned long i, r, iters = bench_quick ? 300000 : 3000000;
 
     if (bench_impl == 2) {
         bench_api.create  = bench_none_create;
         bench_api.destroy = bench_none_destroy;
         bench_api.get     = bench_none_get;
         bench_api.put     = bench_none_put;
-        iters /= 100;
     } else {
         handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (handle == NULL) {
@@ -554,7 +554,19 @@ static void bench_worker(const char *lib)
             exit(3);
         }
     }
+}
 
+static void bench_worker(const char *lib)
+{
+    char *area;
+    ucs_rcache_t *rcache;
+    double best = 1e30, t;
+    unsigned long i, r, iters = bench_quick ? 300000 : 3000000;
+
+    bench_load_api(lib);
+    if (bench_impl == 2) {
+        iters /= 100;
+    }
     area   = bench_map(2);
     rcache = bench_create(~0ul);
     bench_get_put(rcache, area, 64);
@@ -592,6 +604,494 @@ static void bench_worker(const char *lib)
         bench_munmap(1000, "munmap per cached region, 1k (ns)");
         bench_munmap(10000, "munmap per cached region, 10k (ns)");
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Counting mode (--count): instructions and misses per operation           */
+/* ------------------------------------------------------------------------ */
+
+#define UCS_BENCH_COUNT_HITS  50000 /* counted operations per hit row */
+#define UCS_BENCH_COUNT_MISS  5000
+#define UCS_BENCH_COUNT_UNMAP 10000 /* regions in the munmap row */
+#define UCS_BENCH_TARGET_HIT  40.0
+#define UCS_BENCH_TARGET_MISS 0.6
+
+/*
+ * The limit of a hit, counted in the "none" worker: the least a cache can
+ * do, here for regions at known pages of one area: one load of the index
+ * slot, the bounds check, the reference count's compare-and-swap, and its
+ * release in put; each through a function pointer as the real API is.
+ */
+typedef struct {
+    uintptr_t start, end;
+    uint32_t refcount;
+} __attribute__((aligned(64))) bench_floor_region_t;
+
+static bench_floor_region_t **bench_floor_table, *bench_floor_regions;
+static uintptr_t bench_floor_base;
+static size_t bench_floor_pages, bench_floor_used;
+
+static void bench_floor_setup(char *area, size_t npages)
+{
+    bench_floor_base  = (uintptr_t)area;
+    bench_floor_pages = npages;
+    bench_floor_used  = 0;
+    bench_floor_table = calloc(npages, sizeof(*bench_floor_table));
+    bench_floor_regions =
+        aligned_alloc(64, npages * sizeof(bench_floor_region_t));
+    if ((bench_floor_table == NULL) || (bench_floor_regions == NULL)) {
+        fprintf(stderr, "floor cache: out of memory\n");
+        exit(3);
+    }
+}
+
+static void bench_floor_destroy(ucs_rcache_t *rcache)
+{
+    free(bench_floor_table);
+    free(bench_floor_regions);
+    bench_floor_table   = NULL;
+    bench_floor_regions = NULL;
+}
+
+static ucs_status_t bench_floor_get(ucs_rcache_t *rcache, void *addr,
+                                    size_t len, int prot, void *arg,
+                                    ucs_rcache_region_t **region_p)
+{
+    uintptr_t start = (uintptr_t)addr,
+              page  = (start - bench_floor_base) / UCS_BENCH_PAGE;
+    bench_floor_region_t *region;
+    uint32_t old;
+
+    if (page >= bench_floor_pages) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    region = bench_floor_table[page];
+    if (region == NULL) { /* setup only: register the page */
+        region                  = &bench_floor_regions[bench_floor_used++];
+        region->start           = bench_floor_base + page * UCS_BENCH_PAGE;
+        region->end             = region->start + UCS_BENCH_PAGE;
+        region->refcount        = 1;
+        bench_floor_table[page] = region;
+    }
+    if ((start < region->start) || (start + len > region->end)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    old = region->refcount;
+    while (!__atomic_compare_exchange_n(&region->refcount, &old, old + 1, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    }
+    *region_p = (ucs_rcache_region_t *)region;
+    return UCS_OK;
+}
+
+static void bench_floor_put(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+    __atomic_fetch_sub(&((bench_floor_region_t *)region)->refcount, 1,
+                       __ATOMIC_RELEASE);
+}
+
+/* The harness alone: the loop and two indirect calls that do nothing;
+ * subtracted from every hit row. */
+static ucs_status_t bench_empty_get(ucs_rcache_t *rcache, void *addr,
+                                    size_t len, int prot, void *arg,
+                                    ucs_rcache_region_t **region_p)
+{
+    *region_p = &bench_none_region;
+    return UCS_OK;
+}
+
+static void bench_empty_put(ucs_rcache_t *rcache, ucs_rcache_region_t *region)
+{
+}
+
+typedef struct {
+    ucs_rcache_t *rcache;
+    char *area;
+    unsigned long n;
+    unsigned long next; /* miss row: the next region */
+    uint64_t x;
+} bench_count_arg_t;
+
+static void bench_count_loop_hit(void *p, long iters)
+{
+    bench_count_arg_t *arg = p;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        bench_get_put(arg->rcache, arg->area + 8, 64);
+    }
+}
+
+static void bench_count_loop_random(void *p, long iters)
+{
+    bench_count_arg_t *arg = p;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        bench_get_put(
+            arg->rcache,
+            arg->area +
+                2 * bench_random_below(&arg->x, arg->n) * UCS_BENCH_PAGE + 8,
+            64);
+    }
+}
+
+static void bench_count_loop_miss(void *p, long iters)
+{
+    bench_count_arg_t *arg = p;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        bench_get_put(arg->rcache, arg->area + 2 * arg->next * UCS_BENCH_PAGE,
+                      64);
+        arg->next = (arg->next + 1 == arg->n) ? 0 : arg->next + 1;
+    }
+}
+
+/* the same loop around the bare cost model */
+static void bench_count_loop_model(void *p, long iters)
+{
+    bench_count_arg_t *arg = p;
+    long i;
+
+    for (i = 0; i < iters; ++i) {
+        bench_mem_reg(NULL, arg->rcache, NULL, &bench_none_region, 0);
+        bench_mem_dereg(NULL, arg->rcache, &bench_none_region);
+        arg->next = (arg->next + 1 == arg->n) ? 0 : arg->next + 1;
+    }
+}
+
+/* Hits on n regions: key with the API as loaded, in "none" the harness
+ * (key "harness...") and the floor cache (key itself) */
+static void bench_count_hits(unsigned long n, const char *key)
+{
+    bench_count_arg_t arg = {NULL, NULL, n, 0, 88172645463325252ull};
+    void (*loop)(void *, long) =
+        (n == 1) ? bench_count_loop_hit : bench_count_loop_random;
+    char name[64];
+    unsigned long i;
+
+    arg.area = bench_map(2 * n);
+    if (bench_impl == 2) {
+        bench_api.get = bench_empty_get;
+        bench_api.put = bench_empty_put;
+        snprintf(name, sizeof(name), "harness%s", key + 3);
+        bench_count_row_arg(name, loop, &arg, UCS_BENCH_COUNT_HITS);
+        bench_floor_setup(arg.area, 2 * n);
+        bench_api.get     = bench_floor_get;
+        bench_api.put     = bench_floor_put;
+        bench_api.destroy = bench_floor_destroy;
+        arg.x             = 88172645463325252ull;
+    }
+    arg.rcache = bench_create(~0ul);
+    for (i = 0; i < n; ++i) {
+        bench_get_put(arg.rcache, arg.area + 2 * i * UCS_BENCH_PAGE, 64);
+    }
+    bench_count_row_arg(key, loop, &arg, UCS_BENCH_COUNT_HITS);
+    bench_api.destroy(arg.rcache);
+    munmap(arg.area, 2 * n * UCS_BENCH_PAGE);
+}
+
+/* Every get misses and evicts the least recently used region (as
+ * bench_miss_evict); "model" is the same loop around the bare cost model */
+static void bench_count_miss(void)
+{
+    bench_count_arg_t arg = {NULL, NULL, 4096, 0, 0};
+    unsigned long i;
+
+    arg.area   = bench_map(2 * arg.n);
+    arg.rcache = bench_create(1000);
+    for (i = 0; i < arg.n; ++i) {
+        bench_get_put(arg.rcache, arg.area + 2 * i * UCS_BENCH_PAGE, 64);
+    }
+    bench_count_row_arg("miss", bench_count_loop_miss, &arg,
+                        UCS_BENCH_COUNT_MISS);
+    bench_count_row_arg("model", bench_count_loop_model, &arg,
+                        UCS_BENCH_COUNT_MISS);
+    bench_api.destroy(arg.rcache);
+    munmap(arg.area, 2 * arg.n * UCS_BENCH_PAGE);
+}
+
+/* munmap of an area with n cached regions, and the next get (a cache may
+ * leave the invalidation to it), over the same for an empty area */
+static void bench_count_munmap(unsigned long n)
+{
+    ucs_rcache_t *rcache = bench_create(~0ul);
+    char *area, *one = bench_map(2);
+    unsigned long i;
+    int pass;
+
+    bench_get_put(rcache, one, 64);
+    for (pass = 0; pass < 2; ++pass) { /* the first one warms */
+        area = bench_map(2 * n);
+        bench_count_begin();
+        munmap(area, 2 * n * UCS_BENCH_PAGE);
+        bench_get_put(rcache, one, 64);
+        if (pass == 1) {
+            bench_count_end("unmap_empty", n);
+        } else {
+            bench_count_end("warm_empty", n);
+        }
+        area = bench_map(2 * n);
+        for (i = 0; i < n; ++i) {
+            bench_get_put(rcache, area + 2 * i * UCS_BENCH_PAGE, 64);
+        }
+        bench_count_begin();
+        munmap(area, 2 * n * UCS_BENCH_PAGE);
+        bench_get_put(rcache, one, 64);
+        bench_count_end((pass == 1) ? "unmap" : "warm_unmap", n);
+    }
+    bench_api.destroy(rcache);
+    munmap(one, 2 * UCS_BENCH_PAGE);
+}
+
+static void bench_count_worker(const char *lib)
+{
+    bench_load_api(lib);
+    bench_count_hits(1, "hit1");
+    bench_load_api(lib);
+    bench_count_hits(10000, "hit10k");
+    bench_load_api(lib);
+    bench_count_hits(100000, "hit100k");
+    if (bench_impl != 2) {
+        bench_count_miss();
+        bench_count_munmap(UCS_BENCH_COUNT_UNMAP);
+    }
+}
+
+/* The figures of every worker, by dump name */
+typedef struct {
+    char key[32];
+    bench_count_t value[UCS_BENCH_IMPLS];
+    int valid[UCS_BENCH_IMPLS];
+} bench_count_result_t;
+
+typedef struct {
+    bench_count_result_t rows[16];
+    unsigned nrows;
+    int impl;
+} bench_count_table_t;
+
+static void bench_count_store(void *p, const char *key,
+                              const bench_count_t *count)
+{
+    bench_count_table_t *table = p;
+    unsigned i;
+
+    for (i = 0; (i < table->nrows) && strcmp(table->rows[i].key, key); ++i) {
+    }
+    if (i == 16) {
+        return;
+    }
+    if (i == table->nrows) {
+        snprintf(table->rows[i].key, sizeof(table->rows[i].key), "%s", key);
+        ++table->nrows;
+    }
+    table->rows[i].value[table->impl] = *count;
+    table->rows[i].valid[table->impl] = 1;
+}
+
+static const bench_count_t *bench_count_find(const bench_count_table_t *table,
+                                             const char *key, int impl)
+{
+    unsigned i;
+
+    for (i = 0; i < table->nrows; ++i) {
+        if (!strcmp(table->rows[i].key, key) && table->rows[i].valid[impl]) {
+            return &table->rows[i].value[impl];
+        }
+    }
+    return NULL;
+}
+
+/* One worker under callgrind: its dumps into the table; 0 on success */
+static int bench_count_run(int impl, const char *lib, const char *self,
+                           bench_count_table_t *table)
+{
+    char dir[4096], valgrind[4096], impl_str[8];
+    const char *argv[40];
+    int argc, status, devnull;
+    pid_t pid;
+
+    if (lib == NULL) {
+        return 0;
+    }
+    if (bench_count_mkdir(dir, sizeof(dir)) != 0) {
+        perror("mkdtemp");
+        return -1;
+    }
+    argc = bench_count_argv(argv, dir, valgrind, sizeof(valgrind));
+    snprintf(impl_str, sizeof(impl_str), "%d", impl);
+    argv[argc++] = self;
+    argv[argc++] = "--count-worker";
+    argv[argc++] = impl_str;
+    argv[argc++] = lib;
+    argv[argc]   = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        devnull = open("/dev/null", O_WRONLY); /* the libraries' log */
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    if ((pid < 0) || (waitpid(pid, &status, 0) < 0) || !WIFEXITED(status) ||
+        (WEXITSTATUS(status) != 0)) {
+        fprintf(stderr, "count worker '%s' failed (status 0x%x)\n",
+                bench_impl_names[impl], (pid < 0) ? -1 : status);
+        bench_count_collect(dir, bench_count_store, table);
+        return -1;
+    }
+    table->impl = impl;
+    return (bench_count_collect(dir, bench_count_store, table) > 0) ? 0 : -1;
+}
+
+/* A row's figure for impl, net of what is subtracted from it; 0 when
+ * missing */
+static int bench_count_net(const bench_count_table_t *table, int row, int impl,
+                           int metric, double *value_p)
+{
+    static const char *keys[][3] = {
+        {"hit1", "harness1", "2"},       {"hit10k", "harness10k", "2"},
+        {"hit100k", "harness100k", "2"}, {"miss", "model", "="},
+        {"unmap", "unmap_empty", "="},
+    };
+    const bench_count_t *value, *base;
+    double v, b;
+
+    value = bench_count_find(table, keys[row][0], impl);
+    base  = bench_count_find(table, keys[row][1],
+                            (keys[row][2][0] == '2') ? 2 : impl);
+    if ((value == NULL) || (base == NULL)) {
+        return 0;
+    }
+    v = (metric == 0) ? value->ir : (metric == 1) ? value->d1 : value->ll;
+    b = (metric == 0) ? base->ir : (metric == 1) ? base->d1 : base->ll;
+    *value_p = v - b;
+    return 1;
+}
+
+static int bench_count_main(const char *ours, const char *abi, const char *ucx,
+                            int csv)
+{
+    static const char *labels[] = {
+        "hit, 1 region", "hit, random of 10k", "hit, random of 100k",
+        "miss+evict over cost model", "munmap per cached region"};
+    static const char *csv_keys[] = {"hit1", "hit10k", "hit100k",
+                                     "miss_over_model", "munmap_per_region"};
+    static const char *titles[]   = {"Instructions per operation",
+                                     "D1 data misses per operation",
+                                     "LL data misses per operation"};
+    static const int order[]      = {2, 0, 3, 1}; /* limit ours abi ucx */
+    static const char *cols[]     = {"ours", "ucx-1.13", "limit", "stock-abi"};
+    static bench_count_table_t table;
+    char self[4096], valgrind[4096];
+    const char *argv[40];
+    double start = bench_now_ns(), value, base;
+    ssize_t len;
+    int ret = 0, metric, row, i;
+
+    if (bench_count_argv(argv, "/", valgrind, sizeof(valgrind)) == 0) {
+        printf("ucs_bench_rcache: --count needs valgrind in PATH\n");
+        return 77;
+    }
+    len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len <= 0) {
+        perror("readlink /proc/self/exe");
+        return 1;
+    }
+    self[len] = '\0';
+    if (!csv) {
+        printf("ucs_bench_rcache --count: callgrind, %s\n"
+               "ours: %s\nabi:  %s\nucx:  %s\n\n",
+               BENCH_COUNT_GEOMETRY, ours, (abi != NULL) ? abi : "-", ucx);
+        fflush(stdout);
+    }
+    ret |= bench_count_run(0, ours, self, &table) ? 1 : 0;
+    ret |= bench_count_run(3, abi, self, &table) ? 1 : 0;
+    bench_count_run(1, ucx, self, &table);
+    ret |= bench_count_run(2, "", self, &table) ? 1 : 0;
+
+    if (csv) {
+        printf("row,config,ir_per_op,d1_miss_per_op,ll_miss_per_op\n");
+        for (row = 0; row < 5; ++row) {
+            for (i = 0; i < 4; ++i) {
+                double ir, d1, ll;
+
+                if (bench_count_net(&table, row, order[i], 0, &ir) &&
+                    bench_count_net(&table, row, order[i], 1, &d1) &&
+                    bench_count_net(&table, row, order[i], 2, &ll)) {
+                    printf("%s,%s,%.2f,%.4f,%.4f\n", csv_keys[row],
+                           cols[order[i]], ir, d1, ll);
+                }
+            }
+        }
+        return ret;
+    }
+    for (metric = 0; metric < 3; ++metric) {
+        printf("%s\n%-28s", titles[metric], "row");
+        for (i = 0; i < 4; ++i) {
+            printf(" %10s", cols[order[i]]);
+        }
+        printf(" %9s\n", "ours/ucx");
+        for (row = 0; row < 5; ++row) {
+            printf("%-28s", labels[row]);
+            for (i = 0; i < 4; ++i) {
+                if (bench_count_net(&table, row, order[i], metric, &value)) {
+                    printf(" %10.*f", metric ? 3 : 1, value);
+                } else {
+                    printf(" %10s", "-");
+                }
+            }
+            if (bench_count_net(&table, row, 0, metric, &value) &&
+                bench_count_net(&table, row, 1, metric, &base) && (base > 0)) {
+                printf(" %9.2f\n", value / base);
+            } else {
+                printf(" %9s\n", "-");
+            }
+        }
+        printf("\n");
+    }
+    printf("hit rows: net of the harness (the loop and two indirect calls to "
+           "an empty get/put: %.1f, %.1f, %.1f instructions);\nlimit: a "
+           "cache of one index load, a bounds check and the reference "
+           "count's atomics; miss: the same loop around the cost model "
+           "(mem_reg/mem_dereg, no-ops here) subtracted;\nmunmap: munmap "
+           "and the next get, over the same for an empty area.\n",
+           bench_count_find(&table, "harness1", 2)
+               ? bench_count_find(&table, "harness1", 2)->ir
+               : 0,
+           bench_count_find(&table, "harness10k", 2)
+               ? bench_count_find(&table, "harness10k", 2)->ir
+               : 0,
+           bench_count_find(&table, "harness100k", 2)
+               ? bench_count_find(&table, "harness100k", 2)->ir
+               : 0);
+    printf("Targets: hit <= %.0f instructions; <= 1 LL miss at 100k; miss "
+           "<= %.0f%% of UCX 1.13's over the cost model\n",
+           UCS_BENCH_TARGET_HIT, UCS_BENCH_TARGET_MISS * 100);
+    for (row = 0; row < 3; ++row) {
+        if (bench_count_net(&table, row, 0, 0, &value)) {
+            printf("  ours %-22s %6.1f instructions %s\n", labels[row], value,
+                   (value <= UCS_BENCH_TARGET_HIT) ? "ok" : "MISS");
+        }
+    }
+    if (bench_count_net(&table, 2, 0, 2, &value)) {
+        printf("  ours %-22s %6.3f LL misses %s\n", labels[2], value,
+               (value <= 1.0) ? "ok" : "MISS");
+    }
+    if (bench_count_net(&table, 3, 0, 0, &value) &&
+        bench_count_net(&table, 3, 1, 0, &base)) {
+        printf("  ours %-22s %6.1f = %.0f%% of UCX's %.1f %s\n", labels[3],
+               value, 100 * value / base, base,
+               (value <= UCS_BENCH_TARGET_MISS * base) ? "ok" : "MISS");
+    }
+    printf("total time: %.1f s\n", (bench_now_ns() - start) / 1e9);
+    return ret;
 }
 
 static int bench_run_worker(int impl, const char *lib, bench_result_t *results,
@@ -752,10 +1252,24 @@ int main(int argc, char **argv)
     bench_result_t results[UCS_BENCH_MAX_RESULTS];
     unsigned nresults = 0, i, j;
     char cell[UCS_BENCH_IMPLS][24], ratio[2][24];
-    int ret = 0;
+    int ret = 0, count = 0, csv = 0;
 
     for (i = 1; i < (unsigned)argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) {
+        if (!strcmp(argv[i], "--count-worker") && (i + 2 < (unsigned)argc)) {
+            bench_out      = stdout;
+            bench_counting = 1;
+            bench_impl     = atoi(argv[i + 1]);
+            if (!bench_count_active()) {
+                fprintf(stderr, "--count-worker runs under callgrind\n");
+                return 3;
+            }
+            bench_count_worker(argv[i + 2]);
+            return 0;
+        } else if (!strcmp(argv[i], "--count")) {
+            count = 1;
+        } else if (!strcmp(argv[i], "--csv")) {
+            csv = 1;
+        } else if (!strcmp(argv[i], "--quick")) {
             bench_quick = 1;
         } else if (!strcmp(argv[i], "--ours") && (i + 1 < (unsigned)argc)) {
             ours = argv[++i];
@@ -765,8 +1279,8 @@ int main(int argc, char **argv)
             abi = argv[++i];
         } else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--ours PATH] [--abi PATH] "
-                    "[--ucx PATH]\n",
+                    "usage: %s [--quick | --count [--csv]] [--ours PATH] "
+                    "[--abi PATH] [--ucx PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -787,6 +1301,9 @@ int main(int argc, char **argv)
 #else
     abi = NULL;
 #endif
+    if (count) {
+        return bench_count_main(ours, abi, ucx, csv);
+    }
     memset(results, 0, sizeof(results));
     bench_degraded(ours);
     printf("fake registration: mem_reg %d ns, mem_dereg %d ns; best of %d "

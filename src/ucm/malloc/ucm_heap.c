@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <gnu/libc-version.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,14 +561,32 @@ static int ucm_heap_layout_matches(void)
     return ok;
 }
 
+/* dl_iterate_phdr callback: a valgrind tool's own preload (memcheck,
+ * helgrind, drd, massif, dhat: the tools that replace malloc) is loaded;
+ * callgrind, cachegrind and none load only vgpreload_core. */
+static int ucm_heap_find_vg_preload(struct dl_phdr_info *info, size_t size,
+                                    void *arg)
+{
+    const char *name = (info->dlpi_name != NULL) ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+
+    (void)size;
+    (void)arg;
+    base = (base != NULL) ? base + 1 : name;
+    return !strncmp(base, "vgpreload_", 10) &&
+           strncmp(base, "vgpreload_core", 14);
+}
+
 int ucm_heap_is_glibc_malloc(void)
 {
     void *resolved = dlsym(RTLD_DEFAULT, "malloc");
     const char *base;
     Dl_info info;
 
-    if (RUNNING_ON_VALGRIND) {
-        return 0; /* its malloc replaces glibc's under glibc's names */
+    /* a malloc-replacing tool redirects glibc's names to its own malloc */
+    if (RUNNING_ON_VALGRIND &&
+        dl_iterate_phdr(ucm_heap_find_vg_preload, NULL)) {
+        return 0;
     }
     if ((resolved == NULL) || !dladdr(resolved, &info) ||
         (info.dli_fname == NULL)) {
