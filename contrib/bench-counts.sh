@@ -12,7 +12,8 @@
 #     --write FILE   write the figures as a new baseline
 #     --build DIR    the build directory (default: build)
 # Exit: 0, 1 when a row grew or a benchmark failed, 2 on usage errors,
-# 77 with one line when valgrind is missing.
+# 77 with one line when valgrind is missing or the baseline was counted
+# with another toolchain (gcc, glibc, valgrind, machine: its header says).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
         if [ $# -gt 1 ] && [ "${2#--}" = "$2" ]; then baseline=$2; shift; fi
         shift ;;
     --write) mode=write; out=${2:?--write needs a file}; shift 2 ;;
-    -h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-counts.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -42,6 +43,17 @@ for t in ucm_bench_hooks ucs_bench_rcache; do
         exit 1
     fi
 done
+
+# what the counts depend on besides our code: the compiler that built it,
+# glibc (its wrappers and malloc are in the rows) and valgrind
+toolchain="gcc $(gcc -dumpfullversion 2>/dev/null || echo '?'), glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}'), $(valgrind --version), $(uname -m)"
+if [ $mode = check ] && [ -f "$baseline" ]; then
+    base_tc=$(sed -n 's/^# toolchain: //p' "$baseline")
+    if [ "$base_tc" != "$toolchain" ]; then
+        echo "bench-counts.sh: skipped: the baseline was counted with $base_tc, this is $toolchain (--write a baseline of this toolchain to compare)"
+        exit 77
+    fi
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -69,6 +81,7 @@ write)
         echo "# bench row config instructions/op D1-misses/op LL-misses/op"
         echo "# contrib/bench-counts.sh --write; callgrind, I1/D1 32 KiB 8-way, LL 8 MiB 16-way"
         echo "# change only in a commit that says why"
+        echo "# toolchain: $toolchain"
         cat "$tmp/now.txt"
     } >"$out"
     echo "bench-counts.sh: wrote $(wc -l <"$tmp/now.txt") rows to $out"

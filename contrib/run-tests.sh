@@ -50,6 +50,12 @@
 #      adds upstream's newest, 1.22.0, as a stage of its own (7-10 min
 #      more); not with --quick; SKIP_UCX_TESTSUITE_NEW=1 skips both;
 #      with UCX_TESTSUITE_WORKDIR their builds go to DIR/ucx-RELEASE
+#   4f. instructions and simulated cache misses per operation of the hot
+#      rows (hooked calls, cache hit/miss) under callgrind, against
+#      contrib/bench-counts/baseline.txt: a row of ours that grows by more
+#      than 10% fails (contrib/bench-counts.sh, about 1 min; not with
+#      --quick; skipped with the reason when valgrind is missing or the
+#      baseline was counted with another gcc/glibc/valgrind)
 #   5. the verbs tests inside a soft-RoCE VM (contrib/run-vm-tests.sh, needs
 #      root for the VM setup; skipped with the reason otherwise, or with
 #      SKIP_VM_TESTS=1), then the stage across two VMs
@@ -168,6 +174,18 @@ finish() {
     exit 0
 }
 [ $host_only -eq 1 ] && finish
+
+# the counts of the hot rows against the baseline (stage 4f above); exit 77
+# is a skip that the script explained
+bench_counts() {
+    local rc=0
+    "$top/contrib/bench-counts.sh" --build "$top/build" --check || rc=$?
+    [ $rc -eq 77 ] && return 0
+    return $rc
+}
+if [ $quick -eq 0 ]; then
+    stage "instruction counts of the hot rows (callgrind)" bench_counts
+fi
 
 # make install beside Debian's UCX (stage 4a above); exit 77 is a missing
 # prerequisite, reported as a skip.
