@@ -364,22 +364,6 @@ UCS_F_HOT static void *ucm_mremap_common(void *old_address, size_t old_size,
     return event.mremap.result;
 }
 
-/* The GOT/entry replacement: libc's prototype is variadic. */
-UCS_F_HOT void *ucm_mremap_hook(void *old_address, size_t old_size,
-                                size_t new_size, int flags, ...)
-{
-    void *new_address = NULL;
-    va_list ap;
-
-    if (flags & MREMAP_FIXED) {
-        va_start(ap, flags);
-        new_address = va_arg(ap, void *);
-        va_end(ap);
-    }
-    return ucm_mremap_common(old_address, old_size, new_size, flags,
-                             new_address);
-}
-
 /* UCX 1.15+ passes new_address with MREMAP_FIXED; 1.13 callers pass four
  * arguments (and no MREMAP_FIXED that could work). */
 void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags,
@@ -396,6 +380,11 @@ void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags,
     return ucm_mremap_common(old_address, old_size, new_size, flags,
                              new_address);
 }
+
+/* The GOT/entry replacement: libc's prototype is variadic, as is the API
+ * call above, so the two are one function. */
+void *ucm_mremap_hook(void *old_address, size_t old_size, size_t new_size,
+                      int flags, ...) __attribute__((alias("ucm_mremap")));
 
 /* Advice that acts on the pages of the file (its page cache), so on every
  * mapping of the mapped file range, not only on this mapping's entries. */

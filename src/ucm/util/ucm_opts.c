@@ -104,18 +104,8 @@ static const ucm_opts_slot_t ucm_opts_canonical[UCM_OPTS_FIELD_LAST] = {
     UCM_OPTS_CANONICAL(bistro_grace_duration)};
 
 /* Defaults of UCX on x86_64 (UCX_MEM_* parsing overwrites them). */
-ucm_opts_t ucm_opts = {.log_level                  = UCS_LOG_LEVEL_WARN,
-                       .enable_events              = 1,
-                       .mmap_hook_mode             = UCM_MMAP_HOOK_BISTRO,
-                       .enable_malloc_hooks        = 1,
-                       .enable_malloc_reloc        = 1,
-                       .cuda_hook_modes            = 1 << UCM_MMAP_HOOK_BISTRO,
-                       .enable_dynamic_mmap_thresh = 1,
-                       .alloc_alignment            = 16,
-                       .dlopen_process_rpath       = 1,
-                       .module_unload_prevent_mode = 0,
-                       .bistro_force_far_jump      = 0,
-                       .bistro_grace_duration      = 0.05};
+ucm_opts_t ucm_opts = {UCM_OPTS_DEFAULTS_1_13, .bistro_force_far_jump = 0,
+                       .bistro_grace_duration = 0.05};
 
 static ucm_opts_layout_t ucm_opts_layout = UCM_OPTS_LAYOUT_1_13;
 static size_t ucm_opts_copy_size; /* 0: the process uses our object */

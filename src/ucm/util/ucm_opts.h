@@ -82,6 +82,16 @@ extern pthread_mutex_t ucm_opts_lock;
 /* The canonical copy (defaults, then UCX_MEM_* by ucm_config_init). */
 extern ucm_opts_t ucm_opts;
 
+/* UCX's defaults on x86_64 of the fields that 1.13's layout has, as
+ * designated initialisers (ucm_opts_t and ucm_global_config_t name them
+ * alike). */
+#define UCM_OPTS_DEFAULTS_1_13                                                 \
+    .log_level = UCS_LOG_LEVEL_WARN, .enable_events = 1,                       \
+    .mmap_hook_mode = UCM_MMAP_HOOK_BISTRO, .enable_malloc_hooks = 1,          \
+    .enable_malloc_reloc = 1, .cuda_hook_modes = 1 << UCM_MMAP_HOOK_BISTRO,    \
+    .enable_dynamic_mmap_thresh = 1, .alloc_alignment = 16,                    \
+    .dlopen_process_rpath = 1, .module_unload_prevent_mode = 0
+
 /* After the environment was parsed into ucm_opts: choose the active layout
  * and write every option into the object in use. */
 void ucm_opts_init(void);

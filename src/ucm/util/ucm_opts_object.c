@@ -19,17 +19,8 @@ typedef union {
 _Static_assert(sizeof(ucm_opts_object_t) == UCM_OPTS_OBJECT_SIZE,
                "object size");
 
-__attribute__((aligned(16))) ucm_opts_object_t ucm_global_opts = {
-    .v1_13 = {.log_level                  = UCS_LOG_LEVEL_WARN,
-              .enable_events              = 1,
-              .mmap_hook_mode             = UCM_MMAP_HOOK_BISTRO,
-              .enable_malloc_hooks        = 1,
-              .enable_malloc_reloc        = 1,
-              .cuda_hook_modes            = 1 << UCM_MMAP_HOOK_BISTRO,
-              .enable_dynamic_mmap_thresh = 1,
-              .alloc_alignment            = 16,
-              .dlopen_process_rpath       = 1,
-              .module_unload_prevent_mode = 0}};
+__attribute__((aligned(16)))
+ucm_opts_object_t ucm_global_opts = {.v1_13 = {UCM_OPTS_DEFAULTS_1_13}};
 
 /* this libucm's own object, whichever one the process uses */
 extern unsigned char ucm_opts_own_object[UCM_OPTS_OBJECT_SIZE]
