@@ -42,10 +42,12 @@ static const ucs_config_field_t uct_ib_md_config_table[] = {
                     "Prefetch the pages of a new ODP registration "
                     "(ibv_advise_mr, asynchronous) where the device can",
                     odp_prefetch, UCS_CONFIG_TYPE_BOOL, NULL),
-    UCT_IB_MD_FIELD("IB_ODP_IMPLICIT", "try",
-                    "The odp method registers one implicit ODP MR and hands "
-                    "out its keys for every range (try: where the device "
-                    "reports implicit ODP; yes: attempt it anyway; no)",
+    UCT_IB_MD_FIELD("IB_ODP_IMPLICIT", "no",
+                    "The odp method registers one implicit ODP MR over the "
+                    "whole address space, remote read and write, and hands "
+                    "out its keys for every range: any peer given one key "
+                    "reaches all memory (no: never; try: where the device "
+                    "reports implicit ODP; yes: attempt it anyway)",
                     odp_implicit, UCS_CONFIG_TYPE_ENUM,
                     uct_ib_try_yes_no_names),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
