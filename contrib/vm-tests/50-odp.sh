@@ -49,7 +49,9 @@ run() { # NAME ENV.. -- gtest args
 run default-suite UCX_MEM_EVENTS=yes -- --gtest_filter='*:-uct_odp_implicit*'
 # implicit ODP (rxe has none): one detection line saying absent; =yes makes
 # the md attempt it, the device refuse it, one line, explicit MRs moving
-# the right data; try/no: no attempt; malformed values: one error line
+# the right data; try/no: no attempt; unset means no; malformed values: one
+# error line.  Every run here names its value or wants it off, so the
+# default (no; it was try) changes nothing on rxe, which has no implicit ODP
 run implicit -- --gtest_filter='uct_odp_implicit*'
 # detection (the diag lines say what the device has and why prefetch is off)
 run caps UCX_LOG_LEVEL=diag UCX_IB_REG_METHODS=odp UCT_TEST_EXPECT_ODP=explicit \

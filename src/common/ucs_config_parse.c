@@ -2,6 +2,7 @@
 /*
  * Table-driven UCX_* parser; see ucs_config_parse.h for the contract.
  */
+#include <common/ucs_env.h>
 #include <ucs/config/ucs_config_parse.h>
 
 #include <limits.h>
@@ -411,7 +412,7 @@ ucs_status_t ucs_config_parse_env(const char *prefix,
             status = UCS_ERR_INVALID_PARAM;
             continue;
         }
-        value = getenv(var);
+        value = ucs_env_get(var);
         if (value == NULL) {
             continue;
         }

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Implicit ODP of the odp method (UCX_IB_ODP_IMPLICIT=try|yes|no):
+ *  - the default is no: one MR over the whole address space with remote
+ *    read and write, whose rkey every handle carries, only when asked for
+ *    (needs no device);
  *  - malformed values: UCS_ERR_INVALID_PARAM and exactly one log line
  *    (needs no device);
  *  - detection: one diag line saying whether the device reports implicit
@@ -10,14 +13,19 @@
  *    falls back to explicit MRs (distinct keys per range) that move the
  *    right data through the NIC, read back;
  *  - try and no on such a device: no attempt, no line, explicit MRs;
- *  - the success path (one key for every range) where a device reports
- *    implicit ODP; none here does (soft-RoCE lacks it), so it skips.
+ *  - the success path (one key for every range, and one warning naming
+ *    the risk) where a device reports implicit ODP; none here does
+ *    (soft-RoCE lacks it), so it skips.
  * The device cases run in a child (run_self): the log level and the method
  * list are read when libucs and the md start.  Transfers move whole pages
  * of page-aligned buffers: rxe's explicit ODP ignores offsets inside a page
  * (test_uct_odp.cc), and 50-odp.sh boots with a 4 KiB path MTU.
  */
 #include "uct_fixture.h"
+
+extern "C" { /* the md's configuration reader (an internal header) */
+#include <uct/ib/uct_ib_int.h>
+}
 
 #include <algorithm>
 #include <cstdio>
@@ -35,6 +43,7 @@ const char *fallback_line = "implicit ODP MR (ibv_reg_mr of the whole "
                             "address space) failed: ";
 const char *absent_line   = "implicit ODP absent on this device";
 const char *reported_line = "implicit ODP reported";
+const char *active_line   = "implicit ODP active (UCX_IB_ODP_IMPLICIT=";
 const char *success_skip =
     "no device here reports IBV_ODP_SUPPORT_IMPLICIT (soft-RoCE lacks it): "
     "the implicit MR's success path cannot run here";
@@ -111,6 +120,28 @@ bool is_child()
 }
 
 } // namespace
+
+/* No device needed: the parsed configuration is the oracle.  Unset means
+ * no; each accepted value means what it says. */
+TEST(uct_odp_implicit_config, default_is_no)
+{
+    uct_ib_md_config_t config;
+    {
+        scoped_env env("UCX_IB_ODP_IMPLICIT", nullptr);
+        ASSERT_EQ(UCS_OK, uct_ib_md_config_read(&config));
+        EXPECT_EQ(UCT_IB_ODP_IMPLICIT_CFG_NO, config.odp_implicit)
+            << "implicit ODP opens all memory to a peer: never by default";
+    }
+    const std::pair<const char *, int> values[] = {
+        {"yes", UCT_IB_ODP_IMPLICIT_CFG_YES},
+        {"try", UCT_IB_ODP_IMPLICIT_CFG_TRY},
+        {"no", UCT_IB_ODP_IMPLICIT_CFG_NO}};
+    for (const auto &v : values) {
+        scoped_env env("UCX_IB_ODP_IMPLICIT", v.first);
+        ASSERT_EQ(UCS_OK, uct_ib_md_config_read(&config)) << v.first;
+        EXPECT_EQ(v.second, config.odp_implicit) << v.first;
+    }
+}
 
 /* No device needed: the value is parsed before any device is looked at. */
 TEST(uct_odp_implicit_config, malformed_value_one_error_line)
@@ -293,7 +324,8 @@ TEST_F(uct_odp_implicit, forced_attempt_fails_and_falls_back)
                         "is expected to succeed (used_where_reported)";
     }
     std::string out = run_transfer("yes", "fallback");
-    auto lines      = lines_with(out, fallback_line);
+    EXPECT_EQ(0u, lines_with(out, active_line).size()) << out;
+    auto lines = lines_with(out, fallback_line);
     ASSERT_EQ(1u, lines.size()) << "one line per md: " << out;
     EXPECT_NE(std::string::npos, lines[0].find("(errno ")) << lines[0];
     EXPECT_NE(std::string::npos,
@@ -316,6 +348,8 @@ TEST_F(uct_odp_implicit, try_and_no_use_explicit_without_attempt)
         std::string out = run_transfer(value, off ? "off" : "used");
         EXPECT_EQ(0u, lines_with(out, fallback_line).size())
             << value << ": " << out;
+        EXPECT_EQ(off ? 0u : 1u, lines_with(out, active_line).size())
+            << value << ": " << out;
     }
 }
 
@@ -327,4 +361,11 @@ TEST_F(uct_odp_implicit, used_where_reported)
     }
     std::string out = run_transfer("try", "used");
     EXPECT_EQ(0u, lines_with(out, fallback_line).size()) << out;
+    /* one warning naming the risk, per md */
+    auto active = lines_with(out, active_line);
+    ASSERT_EQ(1u, active.size()) << out;
+    EXPECT_NE(std::string::npos, active[0].find("whole address space"))
+        << active[0];
+    EXPECT_NE(std::string::npos, active[0].find("every memory handle"))
+        << active[0];
 }

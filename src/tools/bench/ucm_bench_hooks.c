@@ -42,6 +42,7 @@
 #include "bench_count.h"
 #include "tools_env.h"
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm.h>
 #include <ucm/api/ucm_ext.h>
 
@@ -1728,7 +1729,8 @@ static void bench_resolve_paths(bench_opts_t *opts)
     void *handle;
     int i;
 
-    if ((opts->ours == NULL) && ((env = getenv("UCM_BENCH_OURS")) != NULL)) {
+    if ((opts->ours == NULL) &&
+        ((env = ucs_env_get("UCM_BENCH_OURS")) != NULL)) {
         opts->ours = env;
     }
     if (opts->ours == NULL) {
@@ -1736,13 +1738,13 @@ static void bench_resolve_paths(bench_opts_t *opts)
                          ? UCM_BENCH_OURS_BUILD
                          : UCM_BENCH_OURS_INSTALLED;
     }
-    if ((opts->ucx == NULL) && ((env = getenv("UCM_BENCH_UCX")) != NULL)) {
+    if ((opts->ucx == NULL) && ((env = ucs_env_get("UCM_BENCH_UCX")) != NULL)) {
         opts->ucx = env;
     }
     if (opts->ucx == NULL) {
         opts->ucx = UCM_BENCH_STOCK_UCM;
     }
-    if ((opts->dl == NULL) && ((env = getenv("UCM_BENCH_DL")) != NULL)) {
+    if ((opts->dl == NULL) && ((env = ucs_env_get("UCM_BENCH_DL")) != NULL)) {
         opts->dl = env;
     }
     if (opts->dl != NULL) {

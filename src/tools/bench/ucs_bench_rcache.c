@@ -29,6 +29,7 @@
 #include "tools_env.h"
 #include "ucs_bench_rcache.h"
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm_ext.h>
 #include <ucs/memory/rcache.h>
 
@@ -1216,7 +1217,7 @@ static const char *bench_uffd_probe(const char *lib, char *buf, size_t max)
  * one line each on stderr; the table on stdout stays as it is. */
 static void bench_degraded(const char *ours)
 {
-    const char *pfn = getenv("UCX_RCACHE_CHECK_PFN");
+    const char *pfn = ucs_env_get("UCX_RCACHE_CHECK_PFN");
     char uffd_reason[200];
     tools_env_item_t items[] = {
         {TOOLS_ENV_GIVEN, "userfaultfd", NULL, 0,
@@ -1246,9 +1247,9 @@ static void bench_ratio(const bench_result_t *result, int impl, char *buf,
 
 int main(int argc, char **argv)
 {
-    const char *ours = getenv("UCS_BENCH_OURS");
-    const char *ucx  = getenv("UCS_BENCH_UCX");
-    const char *abi  = getenv("UCS_BENCH_ABI");
+    const char *ours = ucs_env_get("UCS_BENCH_OURS");
+    const char *ucx  = ucs_env_get("UCS_BENCH_UCX");
+    const char *abi  = ucs_env_get("UCS_BENCH_ABI");
     bench_result_t results[UCS_BENCH_MAX_RESULTS];
     unsigned nresults = 0, i, j;
     char cell[UCS_BENCH_IMPLS][24], ratio[2][24];

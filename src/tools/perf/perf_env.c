@@ -7,6 +7,7 @@
 #include "perf_ctx.h"
 #include "tools_env.h"
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm.h>
 
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static size_t perf_env_pinned(const perf_params_t *params)
 /* Why the registration cache will not be used, or NULL. */
 static const char *perf_env_events(void)
 {
-    const char *methods = getenv("UCX_IB_REG_METHODS");
+    const char *methods = ucs_env_get("UCX_IB_REG_METHODS");
 
     if ((methods != NULL) && (strstr(methods, "rcache") == NULL)) {
         return NULL; /* not asked for */

@@ -21,6 +21,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Called from stock components' hooks (ucm_event_enter): glibc 2.35's
+ * _dl_find_object is lock-free and async-signal-safe; the dladdr1 of older
+ * glibc takes the loader's lock (docs/internals-hook-context.md). */
 static struct link_map *ucm_compat_caller_map(const void *addr)
 {
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)

@@ -13,6 +13,7 @@
  */
 #include "ucm_compat_int.h"
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm_compat.h>
 #include <ucm/malloc/ucm_heap.h>
 #include <ucm/util/ucm_log.h>
@@ -83,11 +84,11 @@ void ucm_malloc_state_reset(int default_mmap_thresh, int default_trim_thresh)
     /* the user's settings win over the defaults, as in UCX, and keep the
      * thresholds fixed; otherwise they move as glibc's dynamic ones would */
     user = 0;
-    if ((env = getenv("MALLOC_TRIM_THRESHOLD_")) != NULL) {
+    if ((env = ucs_env_get("MALLOC_TRIM_THRESHOLD_")) != NULL) {
         ucm_compat_malloc_set(M_TRIM_THRESHOLD, atoi(env), apply);
         user = 1;
     }
-    if ((env = getenv("MALLOC_MMAP_THRESHOLD_")) != NULL) {
+    if ((env = ucs_env_get("MALLOC_MMAP_THRESHOLD_")) != NULL) {
         ucm_compat_malloc_set(M_MMAP_THRESHOLD, atoi(env), apply);
         user = 1;
     }

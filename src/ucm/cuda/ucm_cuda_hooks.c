@@ -9,6 +9,7 @@
 #include "ucm_cuda_allocs.h"
 #include <ucm/util/ucm_log.h>
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm_ext.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -473,7 +474,7 @@ void ucm_cuda_hooks_stats(ucm_cuda_hooks_stats_t *stats)
 static int ucm_cuda_hooks_disabled(void)
 {
     static const char *const off[] = {"n", "no", "0", "off"};
-    const char *value              = getenv("UCX_MEM_CUDA_HOOKS");
+    const char *value              = ucs_env_get("UCX_MEM_CUDA_HOOKS");
     unsigned i;
 
     if (value == NULL) {

@@ -7,6 +7,7 @@
 #include "ucm_heap.h"
 #include "ucm_heap_glibc.h"
 
+#include <common/ucs_env.h>
 #include <ucm/mmap/ucm_mmap.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_opts.h>
@@ -625,7 +626,7 @@ static int ucm_heap_maps_cb(void *arg, const ucm_procmaps_entry_t *entry)
  * explicit huge pages (then heaps are four huge pages long). */
 static int ucm_heap_arena_layout_known(void)
 {
-    const char *tunables = getenv("GLIBC_TUNABLES");
+    const char *tunables = ucs_env_get("GLIBC_TUNABLES");
     const char *hugetlb;
     unsigned major, minor;
 
@@ -665,14 +666,14 @@ void ucm_heap_params_init(void)
     if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL)) {
         return;
     }
-    tunables = getenv("GLIBC_TUNABLES");
+    tunables = ucs_env_get("GLIBC_TUNABLES");
 
     for (i = 0; i < sizeof(params) / sizeof(params[0]); ++i) {
         value = (tunables != NULL) ? strstr(tunables, params[i].tunable) : NULL;
         if (value != NULL) {
             value += strlen(params[i].tunable);
         } else {
-            value = getenv(params[i].env);
+            value = ucs_env_get(params[i].env);
         }
         if (value != NULL) {
             ucm_heap_param_note(params[i].param, strtoul(value, NULL, 0));

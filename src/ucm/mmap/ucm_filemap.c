@@ -184,6 +184,11 @@ static int ucm_filemap_dl_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* The one loader walk reachable from hook context (truncation hooks,
+ * file-wide madvise, the file watch's handler; never from glibc's malloc):
+ * ld.so maps objects with its own system calls, and these counters are the
+ * only way to learn it did.  docs/internals-hook-context.md says why it
+ * stays and what it risks. */
 static void ucm_filemap_dl_counters(unsigned long long *counters)
 {
     counters[0] = 0;

@@ -17,7 +17,6 @@
 #include <ucm/malloc/ucm_heap.h>
 #include <ucm/util/ucm_sys.h>
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
@@ -638,26 +637,19 @@ UCS_F_HOT void *ucm_sbrk(intptr_t increment)
     return event.sbrk.result;
 }
 
-/* glibc's record of the program break (exported by libc). */
-static void **ucm_mmap_curbrk;
-
-static void **ucm_mmap_curbrk_get(void)
-{
-    if (ucm_mmap_curbrk == NULL) {
-        ucm_mmap_curbrk = dlsym(RTLD_DEFAULT, "__curbrk");
-    }
-    return ucm_mmap_curbrk;
-}
+/* glibc's record of the program break (exported by libc since 2.2.5, as
+ * ucm_heap.c uses it).  A data reference: the loader binds it when libucm
+ * is loaded, before any constructor, so these functions, which run inside
+ * glibc's sysmalloc with an arena lock held, look nothing up (a lazy dlsym
+ * here could deadlock against a concurrent dlopen). */
+extern void *__curbrk;
 
 /* brk() as glibc does it, keeping its __curbrk in step. */
 UCS_F_HOT int ucm_mmap_brk_raw(void *addr)
 {
-    void **curbrk = ucm_mmap_curbrk_get();
-    void *result  = (void *)ucm_sys_brk(addr);
+    void *result = (void *)ucm_sys_brk(addr);
 
-    if (curbrk != NULL) {
-        *curbrk = result;
-    }
+    __curbrk = result;
     if ((uintptr_t)result < (uintptr_t)addr) {
         errno = ENOMEM;
         return -1;
@@ -668,15 +660,14 @@ UCS_F_HOT int ucm_mmap_brk_raw(void *addr)
 /* sbrk() as glibc does it. */
 UCS_F_HOT void *ucm_mmap_sbrk_raw(intptr_t increment)
 {
-    void **curbrk = ucm_mmap_curbrk_get();
     uintptr_t old;
 
-    if ((curbrk == NULL) || (*curbrk == NULL)) {
+    if (__curbrk == NULL) {
         if (ucm_mmap_brk_raw(NULL) < 0) {
             return (void *)-1;
         }
     }
-    old = (curbrk != NULL) ? (uintptr_t)*curbrk : (uintptr_t)ucm_sys_brk(NULL);
+    old = (uintptr_t)__curbrk;
     if (increment == 0) {
         return (void *)old;
     }

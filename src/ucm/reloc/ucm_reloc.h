@@ -53,7 +53,9 @@ void ucm_reloc_update(void);
 unsigned long ucm_reloc_slots_patched(void);
 
 /* dlopen() with the RPATH/RUNPATH of 'caller' searched first, as glibc would
- * have done had the caller called dlopen itself. */
+ * have done had the caller called dlopen itself.  Runs in the application's
+ * dlopen call (the dlopen hooks), never inside an allocator or a signal
+ * handler, so its dladdr1 is no hook-context lookup. */
 void *ucm_reloc_dlopen_as(const char *filename, int flag, const void *caller,
                           void *(*orig_dlopen)(const char *, int));
 

@@ -4,6 +4,7 @@
  */
 #include "ucm_stats.h"
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm_ext.h>
 #include <ucm/event/ucm_event.h>
 #include <ucm/util/ucm_log.h>
@@ -259,7 +260,7 @@ static void ucm_stats_atfork_child(void)
  * handler paths take no lock at all. */
 static void UCS_F_CTOR ucm_stats_init(void)
 {
-    const char *env = getenv("UCM_STATS");
+    const char *env = ucs_env_get("UCM_STATS");
     int enabled;
 
     enabled = (env == NULL) ? 0

@@ -12,7 +12,8 @@
  *  - a field is written only when its value parsed successfully;
  *  - errors are returned as ucs_status_t and described by the error callback
  *    with the variable name, the bad value and the accepted values.
- * Thread safety: reentrant; getenv() is the only libc state read.
+ * Thread safety: reentrant; the environment (ucs_env_get(): nothing in a
+ * setuid/setgid process) is the only libc state read.
  */
 #ifndef UCS_CONFIG_PARSE_H_
 #define UCS_CONFIG_PARSE_H_

@@ -5,6 +5,7 @@
  */
 #include "rcache_int.h"
 
+#include <common/ucs_env.h>
 #include <ucs/config/ucs_config_parse.h>
 #include <ucs/memory/rcache_ext.h>
 #include <stdlib.h>
@@ -99,9 +100,9 @@ ucs_status_t ucs_rcache_config_read(ucs_rcache_config_t *config,
     }
     *config = tmp;
     *explicit_prio =
-        !UCS_RCACHE_STOCK && (getenv("UCX_RCACHE_MEM_PRIO") != NULL);
+        !UCS_RCACHE_STOCK && (ucs_env_get("UCX_RCACHE_MEM_PRIO") != NULL);
     *explicit_purge =
-        !UCS_RCACHE_STOCK && (getenv("UCX_RCACHE_PURGE_ON_FORK") != NULL);
+        !UCS_RCACHE_STOCK && (ucs_env_get("UCX_RCACHE_PURGE_ON_FORK") != NULL);
     return UCS_OK;
 }
 

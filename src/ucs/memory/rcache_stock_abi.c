@@ -15,6 +15,7 @@
 #include "rcache_stock_abi.h"
 #include "rcache_int.h"
 
+#include <common/ucs_env.h>
 #include <ucm/api/ucm_ext.h>
 
 #include <dlfcn.h>
@@ -88,7 +89,7 @@ static ucs_status_t ucs_rcache_stock_release_fallback(unsigned *major,
 static ucs_status_t ucs_rcache_stock_release(unsigned *major, unsigned *minor,
                                              unsigned *patch, const char **how)
 {
-    const char *env = getenv("UCM_RCACHE_UCX");
+    const char *env = ucs_env_get("UCM_RCACHE_UCX");
 
     if ((env != NULL) && (*env != '\0')) {
         *patch = 0;

@@ -5,6 +5,7 @@
  */
 #include "uct_ib_int.h"
 
+#include <common/ucs_env.h>
 #include <ucs/config/ucs_config_parse.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,12 @@ static const ucs_config_field_t uct_ib_md_config_table[] = {
                     "Prefetch the pages of a new ODP registration "
                     "(ibv_advise_mr, asynchronous) where the device can",
                     odp_prefetch, UCS_CONFIG_TYPE_BOOL, NULL),
-    UCT_IB_MD_FIELD("IB_ODP_IMPLICIT", "try",
-                    "The odp method registers one implicit ODP MR and hands "
-                    "out its keys for every range (try: where the device "
-                    "reports implicit ODP; yes: attempt it anyway; no)",
+    UCT_IB_MD_FIELD("IB_ODP_IMPLICIT", "no",
+                    "The odp method registers one implicit ODP MR over the "
+                    "whole address space, remote read and write, and hands "
+                    "out its keys for every range: any peer given one key "
+                    "reaches all memory (no: never; try: where the device "
+                    "reports implicit ODP; yes: attempt it anyway)",
                     odp_implicit, UCS_CONFIG_TYPE_ENUM,
                     uct_ib_try_yes_no_names),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
@@ -183,7 +186,7 @@ ucs_status_t uct_ib_md_config_read(uct_ib_md_config_t *config)
     ret = ucs_config_parse_env("UCX_", uct_ib_md_config_table, &tmp,
                                uct_ib_config_error, NULL);
 
-    value  = getenv("UCX_IB_REG_METHODS");
+    value  = ucs_env_get("UCX_IB_REG_METHODS");
     status = uct_ib_reg_methods_parse(
         (value != NULL) ? value : uct_ib_reg_method_field.dfl, &tmp);
     if (status != UCS_OK) {
@@ -191,14 +194,14 @@ ucs_status_t uct_ib_md_config_read(uct_ib_md_config_t *config)
     }
     tmp.reg_methods_set = (value != NULL);
 
-    value         = getenv("UCX_IB_GID_INDEX");
+    value         = ucs_env_get("UCX_IB_GID_INDEX");
     tmp.gid_index = UCT_IB_GID_INDEX_AUTO;
     if ((value != NULL) &&
         (uct_ib_gid_index_parse(value, &tmp.gid_index) != UCS_OK)) {
         ret = UCS_ERR_INVALID_PARAM;
     }
 
-    value = getenv("UCX_NET_DEVICES");
+    value = ucs_env_get("UCX_NET_DEVICES");
     if ((value != NULL) && (strcmp(value, "all") != 0)) {
         if (strlen(value) >= sizeof(tmp.net_devices)) {
             uct_ib_error("UCX_NET_DEVICES: value of %zu characters is too "

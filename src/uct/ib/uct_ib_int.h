@@ -30,7 +30,7 @@ typedef enum {
 typedef enum {
     UCT_IB_ODP_IMPLICIT_CFG_TRY, /* where the device reports it */
     UCT_IB_ODP_IMPLICIT_CFG_YES, /* attempt it even if not reported */
-    UCT_IB_ODP_IMPLICIT_CFG_NO
+    UCT_IB_ODP_IMPLICIT_CFG_NO   /* never (the default: it opens all memory) */
 } uct_ib_odp_implicit_cfg_t;
 
 /* Where the md stands with its implicit ODP MR (md->odp_implicit_state). */

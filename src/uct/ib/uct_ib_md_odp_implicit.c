@@ -2,7 +2,9 @@
 /*
  * Implicit ODP for the odp method: one MR over the whole address space
  * (rdma-core's form: ibv_reg_mr(pd, NULL, SIZE_MAX, ... ON_DEMAND)),
- * registered at the md's first odp registration.  Every later
+ * registered at the md's first odp registration (only when
+ * UCX_IB_ODP_IMPLICIT asks for it: it opens all memory to a peer holding
+ * any of its keys, so its activation is a warning).  Every later
  * registration is a small memh carrying that MR's keys: no verbs call per
  * range, except the optional prefetch.  Where the attempt fails, the md
  * says so once and its odp method keeps registering explicit MRs.
@@ -45,9 +47,17 @@ static void uct_ib_md_odp_implicit_try(uct_ib_md_t *md)
     mr = ibv_reg_mr(md->pd, NULL, SIZE_MAX, UCT_IB_ODP_IMPLICIT_ACCESS);
     if (mr != NULL) {
         md->odp_implicit_mr = mr;
-        uct_ib_debug("%s: implicit ODP MR lkey 0x%x rkey 0x%x serves every "
-                     "odp registration",
-                     md->name, mr->lkey, mr->rkey);
+        /* opt-in, and it weakens isolation: say so where it is seen */
+        uct_ib_warn("%s: implicit ODP active (UCX_IB_ODP_IMPLICIT=%s): one MR "
+                    "(rkey 0x%x) covers the whole address space with remote "
+                    "read and write, and every memory handle carries its "
+                    "rkey: a peer given any key can read and write all "
+                    "memory of this process",
+                    md->name,
+                    (md->config.odp_implicit == UCT_IB_ODP_IMPLICIT_CFG_YES)
+                        ? "yes"
+                        : "try",
+                    mr->rkey);
         __atomic_store_n(&md->odp_implicit_state, UCT_IB_ODP_IMPLICIT_ACTIVE,
                          __ATOMIC_RELEASE);
         return;

@@ -9,6 +9,8 @@
 
 #include "config.h"
 
+#include <common/ucs_env.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -35,7 +37,7 @@ static void uct_rc_iface_retry_adjust(uct_rc_iface_t *iface)
         (iface->config.retry_count != 7)) {
         return;
     }
-    if (getenv("UCX_RC_RETRY_COUNT") != NULL) {
+    if (ucs_env_get("UCX_RC_RETRY_COUNT") != NULL) {
         uct_ib_warn("%s: UCX_RC_RETRY_COUNT=7 retries for ever on soft-RoCE: "
                     "a dead peer is never reported (6 or less reports it)",
                     iface->md->name);
