@@ -91,6 +91,17 @@ int ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
                              ucm_filemap_cb_t cb, void *arg,
                              ucm_filemap_range_t *file_p);
 
+/* ---- the install self-test (not hook context) ---- */
+
+/* Keep the table from now on (so that the test's own mapping is recorded
+ * by the hooks); returns whether it was kept before. */
+int ucm_filemap_selftest_begin(void);
+
+/* After the test: back to lazy seeding unless the table was kept before,
+ * or /proc/self/maps is unreadable (then the hooks' records are all the
+ * table has, and it stays kept from here on). */
+void ucm_filemap_selftest_end(int was_active);
+
 /* ---- feeding (the hooks, after a successful call) ---- */
 
 void ucm_filemap_mapped_slow(uintptr_t addr, size_t len, int flags, int fd,
