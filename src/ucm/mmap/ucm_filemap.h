@@ -27,7 +27,9 @@
  * is reused or the next rebuild, and only cause extra events.  What no
  * check finds: a file the table knows a mapping of, mapped again by a raw
  * system call (seen from the next rebuild on); see
- * docs/internals-filemap.md.
+ * docs/internals-filemap.md.  Without a readable /proc/self/maps a rebuild
+ * keeps what the hooks recorded and trusts it (one degradation line,
+ * ucm_degrade.h): what no hook saw is then missed.
  *
  * Thread and hook context: every function is lock-free, allocates nothing,
  * keeps errno, and may run in a signal handler (readers never wait for a
