@@ -228,7 +228,7 @@ static void ucm_filemap_maps_failed(int ret)
 /* Empty the table and fill it from one /proc/self/maps walk; 0 if another
  * rebuild runs (perhaps the one this signal handler interrupted).  When
  * the maps cannot be read at all, the table keeps what the hooks recorded
- * and is trusted as it is (over-reports nothing, misses what no hook saw). */
+ * and is trusted as it is (it misses what no hook saw). */
 static int ucm_filemap_rebuild(void)
 {
     ucm_filemap_rebuild_ctx_t ctx;
