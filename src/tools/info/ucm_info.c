@@ -209,6 +209,19 @@ static void ucm_info_degraded(const char *uffd_reason)
     }
 }
 
+/* What libucm turned on by default but cannot do here: each was one WARN
+ * line (ucm_degraded_query). */
+static void ucm_info_degraded_libucm(void)
+{
+    ucm_degraded_info_t infos[8];
+    unsigned i, count = ucm_degraded_query(infos, 8);
+
+    printf("#\n# Degraded%s\n", (count == 0) ? ": none" : "");
+    for (i = 0; (i < count) && (i < 8); ++i) {
+        printf("#   %-11s %s\n", infos[i].mechanism, infos[i].what);
+    }
+}
+
 /* Start the userfaultfd monitor as a registration cache would, and say
  * whether it runs and why not. */
 static int ucm_info_uffd(void)
@@ -223,6 +236,7 @@ static int ucm_info_uffd(void)
     printf("#\n# userfaultfd monitor (UCX_MEM_UFFD=%s): %s\n#   %s\n",
            modes[info.mode], active ? "active" : "not active", info.reason);
     ucm_info_degraded(active ? NULL : info.reason);
+    ucm_info_degraded_libucm();
     return (status == UCS_OK) ? 0 : 1;
 }
 

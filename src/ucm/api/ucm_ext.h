@@ -192,6 +192,20 @@ ucs_status_t ucm_ucx_release(unsigned *major, unsigned *minor, unsigned *patch,
  * output may be NULL. */
 size_t ucm_global_opts_layout(const char **layout_p, size_t *object_size_p);
 
+/* Mechanisms that are on by default but cannot do their job in this
+ * process (docs/tuning.md, "Degraded"); each was logged once as a WARN line.
+ * Fills up to max entries (infos may be NULL); returns how many there are.
+ * The strings are libucm's and stay valid.  Safe in hook context. */
+#define UCM_DEGRADE_WHAT_MAX 200
+typedef struct ucm_degraded_info {
+    const char *mechanism; /* "procmaps", "descriptors", "truncation",
+                              "userfaultfd", "heap" */
+    int err;               /* the errno behind it, or 0 */
+    const char *what;      /* the WARN line: what is not caught, and why */
+} ucm_degraded_info_t;
+
+unsigned ucm_degraded_query(ucm_degraded_info_t *infos, unsigned max);
+
 END_C_DECLS
 
 #endif

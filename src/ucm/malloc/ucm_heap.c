@@ -9,6 +9,7 @@
 
 #include <common/ucs_env.h>
 #include <ucm/mmap/ucm_mmap.h>
+#include <ucm/util/ucm_degrade.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_opts.h>
 #include <ucm/util/ucm_procmaps.h>
@@ -599,9 +600,11 @@ int ucm_heap_is_glibc_malloc(void)
         return 0;
     }
     if (!ucm_heap_layout_matches()) {
-        ucm_warn("glibc %s: malloc's chunk header is not the known layout: "
-                 "heap events of malloc not tracked in reloc mode",
-                 gnu_get_libc_version());
+        ucm_degrade_report(UCM_DEGRADE_HEAP, 0,
+                           "heap memory that glibc's malloc returns is not "
+                           "caught in reloc mode: glibc %s, malloc's chunk "
+                           "header is not the known layout",
+                           gnu_get_libc_version());
         return 0;
     }
     return 1;
@@ -632,8 +635,10 @@ static int ucm_heap_arena_layout_known(void)
 
     if ((sscanf(gnu_get_libc_version(), "%u.%u", &major, &minor) != 2) ||
         (major != 2) || (minor < 27)) {
-        ucm_warn("glibc %s: arena heaps not tracked (layout unknown)",
-                 gnu_get_libc_version());
+        ucm_degrade_report(UCM_DEGRADE_HEAP, 0,
+                           "glibc's arena heaps are not caught in reloc "
+                           "mode: glibc %s, layout unknown",
+                           gnu_get_libc_version());
         return 0;
     }
     hugetlb =

@@ -6,11 +6,13 @@
  */
 #include "ucm_filemap_int.h"
 
+#include <ucm/util/ucm_degrade.h>
 #include <ucm/util/ucm_dl.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_procmaps.h>
 #include <ucm/util/ucm_sys.h>
 
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -160,6 +162,7 @@ static void ucm_filemap_learn(ucm_filemap_learn_t *l,
 
 typedef struct {
     ucm_filemap_learn_t learn;
+    int cleared; /* the walk produced a line: the old entries are gone */
 } ucm_filemap_rebuild_ctx_t;
 
 static int ucm_filemap_rebuild_cb(void *arg, const ucm_procmaps_entry_t *m)
@@ -167,6 +170,12 @@ static int ucm_filemap_rebuild_cb(void *arg, const ucm_procmaps_entry_t *m)
     ucm_filemap_rebuild_ctx_t *ctx = arg;
     ucm_filemap_entry_t e;
 
+    /* emptied only once the maps could be read: a walk that cannot start
+     * leaves the table the hooks kept */
+    if (!ctx->cleared) {
+        ucm_filemap_clear();
+        ctx->cleared = 1;
+    }
     if (ucm_filemap_line_key(m, &e.key)) {
         ucm_filemap_line_entry(m, &e);
         ucm_filemap_learn(&ctx->learn, &e);
@@ -196,8 +205,35 @@ static void ucm_filemap_dl_counters(unsigned long long *counters)
     ucm_dl_iterate(ucm_filemap_dl_cb, counters);
 }
 
+/* /proc/self/maps could not be read (ret: a negative errno): say once what
+ * is no longer caught.  The hooks' own records still answer for what was
+ * mapped through them while the table was kept. */
+static void ucm_filemap_maps_failed(int ret)
+{
+    int err = -ret;
+
+    if ((err == EMFILE) || (err == ENFILE)) {
+        ucm_degrade_report(UCM_DEGRADE_FDS, err,
+                           "truncation of files mapped by raw system calls "
+                           "or before libucm kept its file table is not "
+                           "caught: /proc/self/maps cannot be opened, "
+                           "descriptors exhausted (%s); using the hooks' "
+                           "records",
+                           ucm_degrade_errname(err));
+    } else {
+        ucm_degrade_report(UCM_DEGRADE_PROCMAPS, err,
+                           "truncation of files mapped by raw system calls "
+                           "or before libucm kept its file table is not "
+                           "caught: /proc/self/maps unreadable (%s); using "
+                           "the hooks' records",
+                           ucm_degrade_errname(err));
+    }
+}
+
 /* Empty the table and fill it from one /proc/self/maps walk; 0 if another
- * rebuild runs (perhaps the one this signal handler interrupted). */
+ * rebuild runs (perhaps the one this signal handler interrupted).  When
+ * the maps cannot be read at all, the table keeps what the hooks recorded
+ * and is trusted as it is (it misses what no hook saw). */
 static int ucm_filemap_rebuild(void)
 {
     ucm_filemap_rebuild_ctx_t ctx;
@@ -213,11 +249,15 @@ static int ucm_filemap_rebuild(void)
     }
     __atomic_store_n(&ucm_filemap_incomplete, 0, __ATOMIC_SEQ_CST);
     ucm_filemap_dl_counters(dl);
-    ucm_filemap_clear();
     memset(&ctx, 0, sizeof(ctx));
     ret = ucm_procmaps_walk(ucm_filemap_rebuild_cb, &ctx);
+    if ((ret == 0) && !ctx.cleared) {
+        ucm_filemap_clear(); /* no file mapping at all */
+    }
     ucm_filemap_learn_flush(&ctx.learn);
-    if ((ret != 0) || ctx.learn.failed) {
+    if ((ret != 0) && !ctx.cleared) {
+        ucm_filemap_maps_failed(ret);
+    } else if ((ret != 0) || ctx.learn.failed) {
         __atomic_store_n(&ucm_filemap_incomplete, 1, __ATOMIC_SEQ_CST);
         if (ctx.learn.failed) {
             __atomic_store_n(&ucm_filemap_full_backoff,
@@ -226,9 +266,7 @@ static int ucm_filemap_rebuild(void)
                       "pages are found by reading /proc/self/maps",
                       UCM_FILEMAP_SLOTS);
         } else {
-            ucm_diag("cannot read /proc/self/maps (%d): file mappings not "
-                     "known",
-                     -ret);
+            ucm_filemap_maps_failed(ret);
         }
     }
     __atomic_store_n(&ucm_filemap_dl_seen[0], dl[0], __ATOMIC_RELAXED);
@@ -384,10 +422,11 @@ static void ucm_filemap_walk_key(const ucm_filemap_key_t *key, uint64_t lo,
 
     ret = ucm_procmaps_walk(ucm_filemap_walk_key_cb, &ctx);
     if (ret != 0) {
-        ucm_diag("cannot read /proc/self/maps (%d): pages of inode %lu at "
-                 "offsets 0x%lx..0x%lx not reported",
-                 -ret, (unsigned long)key->ino, (unsigned long)lo,
-                 (unsigned long)hi);
+        ucm_filemap_maps_failed(ret);
+        ucm_debug("cannot read /proc/self/maps (%d): pages of inode %lu at "
+                  "offsets 0x%lx..0x%lx not reported",
+                  -ret, (unsigned long)key->ino, (unsigned long)lo,
+                  (unsigned long)hi);
     }
 }
 
@@ -535,15 +574,20 @@ static void ucm_filemap_range_from_maps(uintptr_t addr, uintptr_t end,
 {
     ucm_filemap_first_ctx_t ctx = {addr, end, 0};
     uintptr_t start, stop;
+    int ret = 0;
 
     while ((ctx.from < end) &&
-           (ucm_procmaps_walk(ucm_filemap_first_cb, &ctx) == 0) && ctx.found) {
+           ((ret = ucm_procmaps_walk(ucm_filemap_first_cb, &ctx)) == 0) &&
+           ctx.found) {
         start = ucs_max(ctx.e.start, ctx.from);
         stop  = ucs_min(ctx.e.end, end);
         ucm_filemap_report_key(&ctx.e.key, ctx.e.offset + (start - ctx.e.start),
                                ctx.e.offset + (stop - ctx.e.start), b);
         ctx.from  = stop;
         ctx.found = 0;
+    }
+    if ((ctx.from < end) && (ret != 0)) {
+        ucm_filemap_maps_failed(ret);
     }
 }
 
@@ -585,6 +629,27 @@ out:
     }
     *file_p = file;
     return 1;
+}
+
+/* ---- the install self-test ---- */
+
+int ucm_filemap_selftest_begin(void)
+{
+    int was_active = __atomic_load_n(&ucm_filemap_active, __ATOMIC_SEQ_CST);
+
+    __atomic_store_n(&ucm_filemap_active, 1, __ATOMIC_SEQ_CST);
+    return was_active;
+}
+
+void ucm_filemap_selftest_end(int was_active)
+{
+    if (was_active || ucm_degrade_is(UCM_DEGRADE_PROCMAPS) ||
+        ucm_degrade_is(UCM_DEGRADE_FDS)) {
+        return; /* kept: from now on the hooks' records are all there is */
+    }
+    /* lazy again: the next lookup seeds the table afresh */
+    __atomic_store_n(&ucm_filemap_incomplete, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&ucm_filemap_active, 0, __ATOMIC_SEQ_CST);
 }
 
 /* ---- fork ---- */

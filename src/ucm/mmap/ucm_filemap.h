@@ -27,7 +27,9 @@
  * is reused or the next rebuild, and only cause extra events.  What no
  * check finds: a file the table knows a mapping of, mapped again by a raw
  * system call (seen from the next rebuild on); see
- * docs/internals-filemap.md.
+ * docs/internals-filemap.md.  Without a readable /proc/self/maps a rebuild
+ * keeps what the hooks recorded and trusts it (one degradation line,
+ * ucm_degrade.h): what no hook saw is then missed.
  *
  * Thread and hook context: every function is lock-free, allocates nothing,
  * keeps errno, and may run in a signal handler (readers never wait for a
@@ -90,6 +92,17 @@ void ucm_filemap_report_file(const ucm_filemap_key_t *key, uint64_t lo,
 int ucm_filemap_report_range(uintptr_t addr, size_t len, int gaps_matter,
                              ucm_filemap_cb_t cb, void *arg,
                              ucm_filemap_range_t *file_p);
+
+/* ---- the install self-test (not hook context) ---- */
+
+/* Keep the table from now on (so that the test's own mapping is recorded
+ * by the hooks); returns whether it was kept before. */
+int ucm_filemap_selftest_begin(void);
+
+/* After the test: back to lazy seeding unless the table was kept before,
+ * or /proc/self/maps is unreadable (then the hooks' records are all the
+ * table has, and it stays kept from here on). */
+void ucm_filemap_selftest_end(int was_active);
 
 /* ---- feeding (the hooks, after a successful call) ---- */
 

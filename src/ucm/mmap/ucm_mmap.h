@@ -204,6 +204,12 @@ ucs_status_t ucm_mmap_install_dl_follow(void);
  * requested native events do not name (installation check). */
 ucs_status_t ucm_mmap_test_events(int events, int quick, int *failed_p);
 
+/* The install's truncation check (VM_UNMAPPED of a truncated mapped memfd,
+ * through the ftruncate hook, if it is ours): a miss is reported as a
+ * degradation (ucm_degrade.h), not a failure of the install; *usec_p: its
+ * cost. */
+void ucm_mmap_test_truncation(double *usec_p);
+
 /* Non-zero if the advice discards the pages of the range. */
 int ucm_madvise_discards(int advice);
 

@@ -498,9 +498,9 @@ static double ucm_mmap_now_usec(void)
 
 ucs_status_t ucm_mmap_install(int events)
 {
+    double start, trunc_usec;
     ucs_status_t status;
     int failed = 0;
-    double start;
 
     if (!ucm_global_opts.enable_events) {
         return UCS_ERR_UNSUPPORTED;
@@ -540,6 +540,8 @@ ucs_status_t ucm_mmap_install(int events)
     }
     ucm_mmap_installed = 1;
     ucm_syscall_fast_update(ucm_hook_syscall_func.next);
+    ucm_mmap_test_truncation(&trunc_usec);
+    ucm_debug("truncation self-test: %d usec", (int)trunc_usec);
     if (ucm_filewatch_on) {
         ucm_filewatch_scan(); /* files mapped before the hooks */
     }

@@ -35,6 +35,7 @@
 #include "ucm_uffd.h"
 
 #include <ucm/event/ucm_event.h>
+#include <ucm/util/ucm_degrade.h>
 #include <ucm/util/ucm_log.h>
 #include <ucm/util/ucm_sys.h>
 
@@ -426,7 +427,8 @@ static int ucm_uffd_threads_wait(void)
     return ETIMEDOUT;
 }
 
-/* Fail the start with a reason (one line: error under yes, diag else). */
+/* Fail the start with a reason (one line: error under yes, a degradation
+ * under try). */
 static void ucm_uffd_fail_locked(const char *what, int err)
 {
     __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_FAILED, __ATOMIC_RELAXED);
@@ -440,8 +442,11 @@ static void ucm_uffd_fail_locked(const char *what, int err)
         ucm_error("UCX_MEM_UFFD=yes but userfaultfd is unavailable (%s)",
                   ucm_uffd_reason);
     } else if (ucm_uffd_opts.mode == UCM_UFFD_MODE_TRY) {
-        ucm_diag("userfaultfd unavailable (%s): memory hooks only",
-                 ucm_uffd_reason);
+        ucm_degrade_report(UCM_DEGRADE_UFFD, err,
+                           "unmaps of subscribed memory that bypass libucm's "
+                           "hooks (raw system calls, the loader) are not "
+                           "caught: userfaultfd unavailable (%s)",
+                           ucm_uffd_reason);
     }
 }
 
