@@ -148,12 +148,15 @@ TEST_F(UffdBudget, FillThenMmapSucceeds)
     uint64_t token;
 
     set_budget(2 * (info0.spans + spare));
-    maps0   = maps_lines();
-    char *p = (char *)mmap(NULL, 2 * n * ps, PROT_READ | PROT_WRITE,
+    maps0 = maps_lines();
+    /* odd pages: the even ones keep spans apart (and from any span next
+     * to the mapping) */
+    char *p = (char *)mmap(NULL, (2 * n + 1) * ps, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(MAP_FAILED, (void *)p);
     for (unsigned long i = 0; i < n; ++i) {
-        ucs_status_t status = ucm_uffd_subscribe(p + 2 * i * ps, ps, &token);
+        ucs_status_t status =
+            ucm_uffd_subscribe(p + (2 * i + 1) * ps, ps, &token);
         if (status == UCS_OK) {
             ++ok;
         } else {
@@ -174,11 +177,11 @@ TEST_F(UffdBudget, FillThenMmapSucceeds)
     EXPECT_EQ(0u, app_mmaps(1000));
 
     /* at the budget, a subscription between two spans merges them */
-    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p + ps, ps, &token));
+    ASSERT_EQ(UCS_OK, ucm_uffd_subscribe(p + 2 * ps, ps, &token));
     EXPECT_EQ(full.spans - 1, budget_info().spans);
 
     /* unmapped: the spans, the VMAs and the budget come back */
-    ASSERT_EQ(0, munmap(p, 2 * n * ps));
+    ASSERT_EQ(0, munmap(p, (2 * n + 1) * ps));
     ucm_uffd_info_t after = budget_info();
     EXPECT_EQ(info0.spans, after.spans);
     EXPECT_LE(maps_lines(), maps0 + slack);
