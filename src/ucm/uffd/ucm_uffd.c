@@ -25,11 +25,14 @@
  *  - without UFFD_FEATURE_EVENT_FORK a child's mappings are not registered;
  *    the child closes the inherited descriptor (reading it would steal the
  *    parent's events) and starts its own monitor at its next subscription.
- *  - the kernel drops a registration when the pages are unmapped.  The
- *    only UFFDIO_UNREGISTER is made for the hooks (ucm_uffd_unwatch_range),
+ *  - the kernel drops a registration when the pages are unmapped.
+ *    UFFDIO_UNREGISTER is made for the hooks (ucm_uffd_unwatch_range),
  *    just before a hooked call unmaps the range and after nobody can be
- *    subscribed there without a new registration; unsubscribing never
- *    unregisters (see ucm_uffd_unsubscribe).
+ *    subscribed there without a new registration, and for the destination
+ *    of a reported mremap outside every span (the registration moved there
+ *    with the pages); unsubscribing never unregisters (see
+ *    ucm_uffd_unsubscribe).  Spans count against a VMA budget
+ *    (ucm_uffd_budget.h).
  */
 #include "config.h"
 #include "ucm_uffd.h"
