@@ -235,6 +235,12 @@ static int ucm_info_uffd(void)
     ucm_uffd_query(&info);
     printf("#\n# userfaultfd monitor (UCX_MEM_UFFD=%s): %s\n#   %s\n",
            modes[info.mode], active ? "active" : "not active", info.reason);
+    if (active) {
+        printf("#   VMA budget: %lu of vm.max_map_count=%lu "
+               "(UCX_MEM_UFFD_VMA_SHARE), in use: %lu, refused: %lu\n",
+               info.vma_budget, info.max_map_count, info.vma_use,
+               info.over_budget);
+    }
     ucm_info_degraded(active ? NULL : info.reason);
     ucm_info_degraded_libucm();
     return (status == UCS_OK) ? 0 : 1;

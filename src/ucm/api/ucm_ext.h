@@ -118,6 +118,11 @@ typedef struct ucm_uffd_info {
     unsigned long busy;        /* subscriptions refused: another uffd */
     unsigned long events;      /* unmap/remove/remap events dispatched */
     unsigned long faults;      /* missing-page faults resolved */
+    /* VMA budget (UCX_MEM_UFFD_VMA_SHARE; 0 until the monitor started): */
+    unsigned long max_map_count; /* vm.max_map_count read at start */
+    unsigned long vma_budget;    /* most VMAs the spans may cost */
+    unsigned long vma_use;       /* what the spans may cost now */
+    unsigned long over_budget;   /* subscriptions refused at the budget */
 } ucm_uffd_info_t;
 
 /* Start the monitor (idempotent; again in a forked child).  *active_p: 1 if
@@ -127,7 +132,9 @@ ucs_status_t ucm_uffd_start(int *active_p);
 
 /* Have [addr, addr+len) (widened to pages, all mapped) reported; *token_p
  * identifies the subscription for ucm_uffd_unsubscribe().  Errors (the
- * caller then relies on the hooks): UCS_ERR_UNSUPPORTED: monitor not
+ * caller then relies on the hooks): UCS_ERR_EXCEEDS_LIMIT: a new span
+ * would pass the VMA budget (UCX_MEM_UFFD_VMA_SHARE; one WARN line per
+ * process), UCS_ERR_UNSUPPORTED: monitor not
  * running or mapping kind not supported (file-backed...), UCS_ERR_BUSY:
  * another userfaultfd owns a page of it, UCS_ERR_INVALID_ADDR: part of it
  * is not mapped.  A subscription inside a registered span costs no system
@@ -168,6 +175,11 @@ void ucm_uffd_query(ucm_uffd_info_t *info);
  * (which never faults); grain: UCX_MEM_UFFD_GRAIN for the next
  * registrations (0 keeps it).  UCS_ERR_INVALID_PARAM on a bad mode. */
 ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain);
+
+/* Tools and tests: UCX_MEM_UFFD_VMA_SHARE from now on (a fraction of
+ * vm.max_map_count in (0, 1]; spans already registered stay).
+ * UCS_ERR_INVALID_PARAM otherwise.  Not for hook context (reads /proc). */
+ucs_status_t ucm_uffd_configure_budget(double share);
 
 /* The UCX release whose libucs/libucp is loaded in this process.  UCS_OK:
  * *major.*minor.*patch and *how (a static string naming the method:

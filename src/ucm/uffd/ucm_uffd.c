@@ -25,14 +25,18 @@
  *  - without UFFD_FEATURE_EVENT_FORK a child's mappings are not registered;
  *    the child closes the inherited descriptor (reading it would steal the
  *    parent's events) and starts its own monitor at its next subscription.
- *  - the kernel drops a registration when the pages are unmapped.  The
- *    only UFFDIO_UNREGISTER is made for the hooks (ucm_uffd_unwatch_range),
+ *  - the kernel drops a registration when the pages are unmapped.
+ *    UFFDIO_UNREGISTER is made for the hooks (ucm_uffd_unwatch_range),
  *    just before a hooked call unmaps the range and after nobody can be
- *    subscribed there without a new registration; unsubscribing never
- *    unregisters (see ucm_uffd_unsubscribe).
+ *    subscribed there without a new registration, and for the destination
+ *    of a reported mremap outside every span (the registration moved there
+ *    with the pages); unsubscribing never unregisters (see
+ *    ucm_uffd_unsubscribe).  Spans count against a VMA budget
+ *    (ucm_uffd_budget.h).
  */
 #include "config.h"
 #include "ucm_uffd.h"
+#include "ucm_uffd_budget.h"
 
 #include <ucm/event/ucm_event.h>
 #include <ucm/util/ucm_degrade.h>
@@ -97,7 +101,7 @@ volatile unsigned ucm_uffd_draining;
 static const char *ucm_uffd_mode_names[]     = {"no", "try", "yes", NULL};
 static const char *ucm_uffd_reg_mode_names[] = {"wp", "missing", NULL};
 
-ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0, 65536};
+ucm_uffd_opts_t ucm_uffd_opts = {UCM_UFFD_MODE_TRY, 0, 65536, 0.125};
 
 #define UCM_UFFD_FIELD(_name, _dfl, _doc, _field, _type, _names)               \
     {                                                                          \
@@ -121,6 +125,12 @@ const ucs_config_field_t ucm_uffd_config_table[] = {
                    "and registrations; unmaps of neighbours then cost a "
                    "monitor round trip too)",
                    grain, UCS_CONFIG_TYPE_SIZE, NULL),
+    UCM_UFFD_FIELD("MEM_UFFD_VMA_SHARE", "0.125",
+                   "Most of vm.max_map_count the monitor's registrations may "
+                   "take (each may split a mapping in three); beyond it, "
+                   "regions are left to the hooks (raw-syscall unmaps of "
+                   "them are then not caught)",
+                   vma_share, UCS_CONFIG_TYPE_DOUBLE, NULL),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
 static int ucm_uffd_state = UCM_UFFD_STATE_IDLE;
@@ -239,6 +249,31 @@ static void ucm_uffd_queue_push(const struct uffd_msg *msg)
     pthread_mutex_unlock(&ucm_uffd_queue.lock);
 }
 
+/* UFFDIO_UNREGISTER the parts of [start, end) no span covers (lock held):
+ * a subscription that registered a part since keeps it.  Failures (a hole,
+ * a mapping that cannot be registered) leave pages registered, unowned:
+ * a cost outside the budget, never a missed event. */
+static void ucm_uffd_unregister_gaps_locked(uintptr_t start, uintptr_t end)
+{
+    struct uffdio_range range;
+    ucm_uffd_span_t *span;
+    uintptr_t next = start, gap_end;
+
+    while (next < end) {
+        span    = ucm_uffd_table_first_after(next);
+        gap_end = ((span == NULL) || (span->start > end)) ? end : span->start;
+        if (gap_end > next) {
+            range.start = next;
+            range.len   = gap_end - next;
+            (void)ioctl(ucm_uffd_fd, UFFDIO_UNREGISTER, &range);
+        }
+        if ((span == NULL) || (span->end >= end)) {
+            break;
+        }
+        next = (span->end > next) ? span->end : next + 1;
+    }
+}
+
 /* Handle one batch from the queue: span table first (under the lock),
  * then the handlers (no lock) and the ends of read cycles, in order. */
 static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
@@ -252,10 +287,13 @@ static void ucm_uffd_handle(const struct uffd_msg *msgs, unsigned count)
         if (msg->event == UFFD_EVENT_UNMAP) {
             ucm_uffd_table_cut(msg->arg.remove.start, msg->arg.remove.end);
         } else if (msg->event == UFFD_EVENT_REMAP) {
-            /* the registration moves with the mapping; the new place stays
-             * registered, unowned (it is not in the table) */
+            /* the registration moves with the mapping: the new place is
+             * taken out of it (it is not in the table; its VMAs would
+             * count against vm.max_map_count, outside the budget) */
             ucm_uffd_table_cut(msg->arg.remap.from,
                                msg->arg.remap.from + msg->arg.remap.len);
+            ucm_uffd_unregister_gaps_locked(
+                msg->arg.remap.to, msg->arg.remap.to + msg->arg.remap.len);
         }
     }
     (void)ucm_uffd_table_reserve(UCM_UFFD_SPARE_NODES);
@@ -614,6 +652,7 @@ static void ucm_uffd_open_locked(void)
         err = ENOMEM;
         goto err_close;
     }
+    ucm_uffd_opts.vma_share = ucm_uffd_budget_init(ucm_uffd_opts.vma_share);
     (void)ucm_uffd_watch_init_locked();
     if (!ucm_uffd_atfork_done) {
         pthread_atfork(ucm_uffd_atfork_prepare, ucm_uffd_atfork_parent,
@@ -865,6 +904,14 @@ ucs_status_t ucm_uffd_subscribe_span(void *addr, size_t len, uint64_t *token_p,
     if (status != UCS_OK) {
         goto out;
     }
+    /* a span joining (or touching) one in the table adds no VMA; a new
+     * one must fit the budget */
+    span = ucm_uffd_table_first_after(start ? start - 1 : 0);
+    if (((span == NULL) || (span->start > end)) &&
+        !ucm_uffd_budget_admit(ucm_uffd_table_size() + 1)) {
+        status = UCS_ERR_EXCEEDS_LIMIT;
+        goto out;
+    }
     status = ucm_uffd_register_span_locked(&start, &end);
     if (status != UCS_OK) {
         goto out;
@@ -942,8 +989,12 @@ void ucm_uffd_query(ucm_uffd_info_t *info)
     info->spans     = ucm_uffd_table_size();
     info->registers = ucm_uffd_stats.registers;
     info->dedups    = __atomic_load_n(&ucm_uffd_stats.dedups, __ATOMIC_RELAXED);
-    info->unsupported = ucm_uffd_stats.unsupported;
-    info->busy        = ucm_uffd_stats.busy;
+    info->unsupported   = ucm_uffd_stats.unsupported;
+    info->busy          = ucm_uffd_stats.busy;
+    info->max_map_count = ucm_uffd_budget_max_map_count();
+    info->vma_budget    = ucm_uffd_budget_vmas();
+    info->vma_use       = ucm_uffd_budget_use(info->spans);
+    info->over_budget   = ucm_uffd_budget_refused();
     snprintf(info->reason, sizeof(info->reason), "%s", ucm_uffd_reason);
     pthread_mutex_unlock(&ucm_uffd_lock);
     info->events = __atomic_load_n(&ucm_uffd_stats.events, __ATOMIC_RELAXED);
@@ -967,6 +1018,18 @@ ucs_status_t ucm_uffd_configure(int mode, int register_missing, size_t grain)
         __atomic_store_n(&ucm_uffd_state, UCM_UFFD_STATE_IDLE,
                          __ATOMIC_RELAXED);
     }
+    pthread_mutex_unlock(&ucm_uffd_lock);
+    return UCS_OK;
+}
+
+ucs_status_t ucm_uffd_configure_budget(double share)
+{
+    if (!((share > 0) && (share <= 1))) {
+        ucm_error("ucm_uffd_configure_budget: invalid share %g", share);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    pthread_mutex_lock(&ucm_uffd_lock);
+    ucm_uffd_opts.vma_share = ucm_uffd_budget_init(share);
     pthread_mutex_unlock(&ucm_uffd_lock);
     return UCS_OK;
 }

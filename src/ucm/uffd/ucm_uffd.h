@@ -30,6 +30,7 @@ typedef struct ucm_uffd_opts {
     int mode;             /* ucm_uffd_mode_t */
     int register_missing; /* 1: UFFDIO_REGISTER_MODE_MISSING, 0: WP */
     size_t grain;         /* widen registrations to this alignment */
+    double vma_share;     /* of vm.max_map_count (ucm_uffd_budget.h) */
 } ucm_uffd_opts_t;
 
 extern ucm_uffd_opts_t ucm_uffd_opts;

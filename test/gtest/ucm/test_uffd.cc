@@ -114,6 +114,8 @@ class Uffd : public ucmt::test
         /* exact spans (page grain): the tests count them */
         ASSERT_EQ(UCS_OK, ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, 4096));
         ASSERT_EQ(UCS_OK, ucm_uffd_start(&active));
+        m_budget   = uffd_info().vma_budget; /* known once started */
+        m_max_maps = uffd_info().max_map_count;
         if (!active) {
             GTEST_SKIP() << "userfaultfd monitor not active: "
                          << uffd_info().reason;
@@ -124,10 +126,15 @@ class Uffd : public ucmt::test
     void TearDown() override
     {
         ucm_uffd_configure(UCM_UFFD_MODE_TRY, 0, m_grain);
+        if (m_max_maps != 0) {
+            ucm_uffd_configure_budget((m_budget + 0.5) / m_max_maps);
+        }
         ucmt::test::TearDown();
     }
 
-    size_t m_grain = 0;
+    size_t m_grain           = 0;
+    unsigned long m_budget   = 0;
+    unsigned long m_max_maps = 0;
 
     /* anonymous pages, touched, no THP (frames must stay put) */
     char *map(size_t npages)
@@ -585,6 +592,9 @@ TEST_F(Uffd, ManySpans)
     size_t spans    = uffd_info().spans;
 
     ASSERT_NE(MAP_FAILED, (void *)p);
+    /* more spans than the default VMA budget allows (the fixture restores
+     * it; test_uffd_budget.cc tests the budget) */
+    ASSERT_EQ(UCS_OK, ucm_uffd_configure_budget(0.5));
     for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(UCS_OK, uffd_sub(p + 2 * i * ps, ps));
     }

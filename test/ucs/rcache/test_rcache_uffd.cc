@@ -400,3 +400,39 @@ TEST_F(rcache_uffd, yes_without_userfaultfd_fails)
     EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
         << "child status 0x" << std::hex << status;
 }
+
+/* At the monitor's VMA budget (UCX_MEM_UFFD_VMA_SHARE) a new region is
+ * refused a span (UCS_ERR_EXCEEDS_LIMIT inside the cache), registered all
+ * the same and left to the hooks: a hooked munmap still invalidates it. */
+TEST_F(rcache_uffd, over_budget_region_left_to_hooks)
+{
+    ucm_uffd_info_t before, after;
+    char *buf = (char *)map(6); /* regions in pages 1-4: no span touches */
+
+    ucm_uffd_drain_wait();
+    ucm_uffd_query(&before);
+    ASSERT_GT(before.max_map_count, 0ul);
+    /* a budget the spans fill: any new span is over it */
+    ASSERT_EQ(UCS_OK, ucm_uffd_configure_budget((before.vma_use + 0.5) /
+                                                before.max_map_count));
+    test_region *r = get(buf + page_size, 4 * page_size);
+    ASSERT_TRUE(r != nullptr);
+    put(r);
+    ucm_uffd_query(&after);
+    EXPECT_EQ(before.spans, after.spans);
+    EXPECT_EQ(before.over_budget + 1, after.over_budget);
+
+    /* hooked unmap, fresh pages: registered anew, not a stale hit */
+    unsigned regs_before = regs.load();
+    ASSERT_EQ(0, munmap(buf + page_size, 4 * page_size));
+    ASSERT_EQ((void *)(buf + page_size),
+              mmap(buf + page_size, 4 * page_size, RW, FIXED, -1, 0));
+    memset(buf + page_size, 5, 4 * page_size);
+    r = get(buf + page_size, 4 * page_size);
+    ASSERT_TRUE(r != nullptr);
+    EXPECT_EQ(regs_before + 1, regs.load()) << "stale hit";
+    put(r);
+    ASSERT_EQ(UCS_OK, ucm_uffd_configure_budget((before.vma_budget + 0.5) /
+                                                before.max_map_count));
+    munmap(buf, 6 * page_size);
+}
