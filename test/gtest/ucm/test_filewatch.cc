@@ -385,6 +385,43 @@ UCMT_CHILD_SCENARIO(fw_other_thread)
         7);
 }
 
+/* A forked child makes a watch of its own and watches the mapping it
+ * inherited (through /proc/self/map_files): a truncation of it by an
+ * inline call in the child is reported in the child, from its own watch
+ * thread. */
+UCMT_CHILD_SCENARIO(fw_forked_child)
+{
+    const size_t ps = page_size(), len = 8 * ps;
+    int fd, status, ret = fw_handler();
+    char *a;
+    pid_t pid;
+
+    if (ret != FW_OK) {
+        return ret;
+    }
+    fd = fw_memfd(len);
+    a  = fw_map(fd, len);
+    if ((fd < 0) || (a == NULL)) {
+        return FW_SETUP;
+    }
+    pid = fork();
+    if (pid == 0) {
+        if (fw_threads_named("ucm-filewatch") != 1) {
+            printf("child: %d watch threads\n",
+                   fw_threads_named("ucm-filewatch"));
+            _exit(FW_THREAD);
+        }
+        _exit(fw_check(
+            {range_t((uintptr_t)a, len)},
+            [&]() { return ucmt_rawsys(SYS_ftruncate, fd, 3 * ps); }, 5));
+    }
+    if ((pid < 0) || (waitpid(pid, &status, 0) != pid) || !WIFEXITED(status)) {
+        return FW_SETUP;
+    }
+    fflush(stdout);
+    return WEXITSTATUS(status);
+}
+
 /* A memfd mapped before the hooks were installed: watched from
  * /proc/self/maps at installation. */
 UCMT_CHILD_SCENARIO(fw_mapped_before_hooks)
@@ -1147,6 +1184,11 @@ TEST_F(Filewatch, TruncatedByAnotherProcess)
 TEST_F(Filewatch, TruncatedOnAnotherThread)
 {
     run("fw_other_thread");
+}
+
+TEST_F(Filewatch, ForkedChildWatchesInheritedMapping)
+{
+    run("fw_forked_child");
 }
 
 TEST_F(Filewatch, MappedBeforeHooks)
