@@ -680,7 +680,7 @@ static int ucm_filewatch_fd_get(void)
 /* The child shares the parent's instance (and its queue), and has no watch
  * thread: it closes the instance, forgets the watches, and makes its own,
  * watching the shared file mappings it inherited. */
-static void ucm_filewatch_atfork_child(void)
+void ucm_filewatch_atfork_child(void)
 {
     int fd = ucm_filewatch_fd;
 
@@ -708,7 +708,6 @@ void ucm_filewatch_init(void)
     if (access("/proc/thread-self/fd", F_OK) != 0) {
         ucm_filewatch_fd_dir = "/proc/self/fd/"; /* before Linux 3.17 */
     }
-    pthread_atfork(NULL, NULL, ucm_filewatch_atfork_child);
     __atomic_store_n(&ucm_filewatch_on, 1, __ATOMIC_SEQ_CST);
     ucm_debug("watching mapped shared files (from the first one on)");
 }

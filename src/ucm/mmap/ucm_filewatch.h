@@ -66,6 +66,12 @@ extern int ucm_filewatch_on;
  * if that fails).  Not hook context. */
 void ucm_filewatch_init(void);
 
+/* In a forked child, from libucm's own fork handler after its locks and
+ * event lists are usable again: close the parent's instance, forget the
+ * watches, and watch the inherited shared file mappings with an instance
+ * and a thread of the child's own. */
+void ucm_filewatch_atfork_child(void);
+
 /* A shared mapping of the regular file open as fd, described by st. */
 void ucm_filewatch_add_fd(int fd, const struct stat *st);
 
