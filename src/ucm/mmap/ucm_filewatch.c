@@ -202,6 +202,12 @@ static int ucm_filewatch_seen_has(const ucm_filemap_key_t *key)
 
 static int ucm_filewatch_fd_get(void);
 
+int ucm_filewatch_watched(const ucm_filemap_key_t *key)
+{
+    return __atomic_load_n(&ucm_filewatch_on, __ATOMIC_RELAXED) &&
+           ucm_filewatch_seen_has(key);
+}
+
 /* 0, or -errno of inotify_add_watch (-EBADF: the watch is off). */
 static long ucm_filewatch_add_path(const char *path,
                                    const ucm_filemap_key_t *key)
@@ -522,7 +528,11 @@ static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
         return;
     }
     if (ev->mask & IN_IGNORED) { /* the file is gone, or the watch */
+        ucm_filemap_range_t own[UCM_FILEWATCH_RECENT];
+
         key = ucm_filewatch_slots[slot].key;
+        /* no event of it will take its records away */
+        (void)ucm_filewatch_recent_take(&key, own, UCM_FILEWATCH_RECENT);
         if (ucm_filewatch_seen_has(&key)) {
             memset(ucm_filewatch_seen_slot(&key), 0, sizeof(key));
         }

@@ -72,6 +72,11 @@ void ucm_filewatch_init(void);
  * and a thread of the child's own. */
 void ucm_filewatch_atfork_child(void);
 
+/* Whether the file of key is watched (its events will come): hook
+ * context, one load; a file the small cache of watched inodes lost counts
+ * as not watched. */
+int ucm_filewatch_watched(const ucm_filemap_key_t *key);
+
 /* A shared mapping of the regular file open as fd, described by st. */
 void ucm_filewatch_add_fd(int fd, const struct stat *st);
 

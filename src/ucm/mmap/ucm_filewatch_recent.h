@@ -8,7 +8,9 @@
  * hook records (file, offsets) here before its call and marks the record
  * done after its second report; the watch thread leaves those offsets out
  * of its report of that file's event, and takes a done record away with
- * the first event of its file that it reads.  UCM_FILEWATCH_RECENT slots;
+ * the first event of its file that it reads (or with the file's
+ * IN_IGNORED); only watched files get records (ucm_filewatch_watched), so
+ * every done record has an event coming.  UCM_FILEWATCH_RECENT slots;
  * when all are busy the hook records nothing and the watch reports the
  * offsets once more (an extra invalidation, never a miss).
  *

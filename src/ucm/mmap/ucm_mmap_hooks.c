@@ -453,7 +453,7 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
         /* the file watch's report of this call (from its thread, later)
          * need not repeat what this hook reports (as ucm_trunc.c); the
          * other advice queues no event */
-        if (__atomic_load_n(&ucm_filewatch_on, __ATOMIC_RELAXED)) {
+        if (ucm_filewatch_watched(&file.key)) {
             watch_token = ucm_filewatch_recent_arm(&file);
         }
     }

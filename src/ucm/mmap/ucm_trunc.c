@@ -153,7 +153,7 @@ static void ucm_trunc_before(ucm_trunc_ctx_t *ctx)
      * would repeat what the hook raises itself */
     ctx->watch_token = 0;
     if (ctx->key_set && (ctx->lo < ctx->hi) &&
-        __atomic_load_n(&ucm_filewatch_on, __ATOMIC_RELAXED)) {
+        ucm_filewatch_watched(&ctx->key)) {
         ucm_filemap_range_t cover = {ctx->key, ctx->lo, ctx->hi};
 
         ctx->watch_token = ucm_filewatch_recent_arm(&cover);

@@ -556,7 +556,9 @@ UCMT_CHILD_SCENARIO(fw_memfd_inline_punch)
  * each mapped twice, a hooked fallocate hole punch and a hooked
  * MADV_REMOVE through the other mapping.  Every removed page reported,
  * each exactly twice in the watched mapping, also once the watch has read
- * every event queued by then (fw_sync). */
+ * every event queued by then (fw_sync).  Before, 20 hooked shrinks of a
+ * file that is not mapped (not watched: no event takes their records
+ * away) must not use up the hooks' records. */
 UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
 {
     const size_t ps = page_size(), len = 4 * ps;
@@ -566,6 +568,14 @@ UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
     if (ret != FW_OK) {
         return ret;
     }
+    int unwatched = fw_memfd(len);
+    for (int i = 0; i < 20; ++i) {
+        if ((ftruncate(unwatched, (off_t)len) != 0) ||
+            (ftruncate(unwatched, 0) != 0)) {
+            return FW_SETUP;
+        }
+    }
+    close(unwatched);
     fds[0] = fw_memfd(len);
     fds[1] = fw_shm_file(len, &path);
     if (fds[1] >= 0) {
