@@ -142,6 +142,11 @@ for mode in bistro reloc; do
     case "$test" in
     *compat_stock_rcache)
         UCX_MEM_MMAP_HOOK_MODE=$mode LD_PRELOAD=$ours "$test" || rc=1 ;;
+    *compat_stock_filewatch)
+        # a hang is a failure (the test's own alarm, and timeout: 124)
+        UCX_MEM_FILE_WATCH=y UCX_MEM_MMAP_HOOK_MODE=$mode LD_PRELOAD=$ours \
+            timeout -k 5 90 "$test"
+        r=$?; [ $r -eq 77 ] && exit 77; [ $r -eq 0 ] || rc=1 ;;
     *compat_stock_abi)
         if "$test" --ucx-api | grep -q "1.17+"; then
             echo "SKIP: built against UCX 1.17+ headers: libucm_rcache.so.0 hands those releases' calls to UCX's libucs (compat_stock_rcache checks that); this test drives the 1.13 layouts it serves"

@@ -6,6 +6,7 @@
 #include "ucm_filewatch.h"
 
 #include "ucm_filemap_int.h"
+#include "ucm_filewatch_recent.h"
 #include "ucm_mmap.h"
 
 #include <ucm/util/ucm_log.h>
@@ -13,7 +14,9 @@
 #include <ucm/util/ucm_sys.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -51,9 +54,23 @@ typedef struct {
  * again costs no inotify_add_watch().  An entry goes with IN_IGNORED. */
 #define UCM_FILEWATCH_SEEN 256
 
+/* The instance and its thread, made at first use. */
+enum {
+    UCM_FILEWATCH_IDLE,     /* not made (yet, or again in a forked child) */
+    UCM_FILEWATCH_STARTING, /* a hook is making them */
+    UCM_FILEWATCH_ACTIVE,
+    UCM_FILEWATCH_FAILED /* off: one line said why */
+};
+
+/* Loads of the state while another thread starts the watch (each a
+ * sched_yield): the start is two system calls and a thread creation. */
+#define UCM_FILEWATCH_START_SPINS 100000
+
 int ucm_filewatch_on;
+static int ucm_filewatch_state = UCM_FILEWATCH_IDLE;
+static int ucm_filewatch_thread_up;
 static ucm_filemap_key_t ucm_filewatch_seen[UCM_FILEWATCH_SEEN];
-__thread const ucm_filemap_range_t *ucm_filewatch_covered
+static __thread int ucm_filewatch_starting_here
     __attribute__((tls_model("initial-exec")));
 static int ucm_filewatch_fd = -1;
 static ucm_filewatch_slot_t ucm_filewatch_slots[UCM_FILEWATCH_SLOTS];
@@ -69,10 +86,11 @@ const ucs_config_field_t ucm_filewatch_config_table[] = {
     UCM_FILEWATCH_FIELD("MEM_FILE_WATCH", "no",
                         "Watch every mapped shared file with inotify and "
                         "report pages that calls no hook sees removed "
-                        "(after the fact; takes one real-time signal)",
+                        "(after the fact, from a thread of libucm's)",
                         enable, UCS_CONFIG_TYPE_BOOL),
     UCM_FILEWATCH_FIELD("MEM_FILE_WATCH_SIGNAL", "0",
-                        "Real-time signal of the file watch; 0: SIGRTMAX-2",
+                        "Ignored: the file watch takes no signal (kept so "
+                        "that setting it is not an error)",
                         signal, UCS_CONFIG_TYPE_UINT),
     {NULL, NULL, NULL, 0, UCS_CONFIG_TYPE_BOOL, NULL}};
 
@@ -182,22 +200,38 @@ static int ucm_filewatch_seen_has(const ucm_filemap_key_t *key)
            (seen.dev == key->dev);
 }
 
-static void ucm_filewatch_add_path(const char *path,
+static int ucm_filewatch_fd_get(void);
+
+int ucm_filewatch_watched(const ucm_filemap_key_t *key)
+{
+    return __atomic_load_n(&ucm_filewatch_on, __ATOMIC_RELAXED) &&
+           ucm_filewatch_seen_has(key);
+}
+
+/* 0, or -errno of inotify_add_watch (-EBADF: the watch is off). */
+static long ucm_filewatch_add_path(const char *path,
                                    const ucm_filemap_key_t *key)
 {
     int saved_errno = errno;
+    int fd;
     long wd;
 
     if (ucm_filewatch_seen_has(key)) {
-        return;
+        return 0;
     }
-    wd = ucm_sys_syscall6(SYS_inotify_add_watch, ucm_filewatch_fd, (long)path,
-                          IN_MODIFY, 0, 0, 0);
+    fd = ucm_filewatch_fd_get();
+    if (fd < 0) {
+        errno = saved_errno;
+        return -EBADF;
+    }
+    wd = ucm_sys_syscall6(SYS_inotify_add_watch, fd, (long)path, IN_MODIFY, 0,
+                          0, 0);
     if ((wd > 0) && ucm_filewatch_slot_add((int)wd, key)) {
         /* only once it has a slot: a file without one is tried again */
         *ucm_filewatch_seen_slot(key) = *key;
     }
     errno = saved_errno;
+    return (wd < 0) ? wd : 0;
 }
 
 /* Append the decimal (base 10) or hex (16) digits of x at p. */
@@ -276,7 +310,7 @@ void ucm_filewatch_add_fd(int fd, const struct stat *st)
     char path[UCM_FILEWATCH_FD_PATH];
     ucm_filemap_key_t key;
 
-    if ((ucm_filewatch_fd < 0) || (fd < 0)) {
+    if (!ucm_filewatch_on || (fd < 0)) {
         return;
     }
     ucm_filewatch_fd_path(path, fd);
@@ -284,7 +318,7 @@ void ucm_filewatch_add_fd(int fd, const struct stat *st)
     key.ino       = st->st_ino;
     key.dev       = st->st_dev;
     key.dev_known = 1;
-    ucm_filewatch_add_path(path, &key);
+    (void)ucm_filewatch_add_path(path, &key);
 }
 
 void ucm_filewatch_reopen_memfd(int fd, unsigned flags)
@@ -292,7 +326,7 @@ void ucm_filewatch_reopen_memfd(int fd, unsigned flags)
     int saved_errno = errno;
     long nfd, ret;
 
-    if ((ucm_filewatch_fd < 0) || (fd < 0)) {
+    if (!ucm_filewatch_on || (fd < 0)) {
         return;
     }
     nfd = ucm_filewatch_fd_reopen(fd);
@@ -319,7 +353,7 @@ void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)
     char path[UCM_FILEWATCH_MAP_PATH];
     ucm_filemap_key_t key;
 
-    if ((ucm_filewatch_fd < 0) || (size == 0)) {
+    if (!ucm_filewatch_on || (size == 0)) {
         return;
     }
     ucm_filewatch_map_path(path, addr, addr + size);
@@ -327,7 +361,7 @@ void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid)
     key.ino       = (uint64_t)shmid;
     key.dev       = 0;
     key.dev_known = 0;
-    ucm_filewatch_add_path(path, &key);
+    (void)ucm_filewatch_add_path(path, &key);
 }
 
 static int ucm_filewatch_scan_cb(void *arg, const ucm_procmaps_entry_t *m)
@@ -336,7 +370,7 @@ static int ucm_filewatch_scan_cb(void *arg, const ucm_procmaps_entry_t *m)
     ucm_filemap_key_t key;
 
     if (!m->shared || (m->inode == 0) || (m->path[0] != '/') ||
-        !strncmp(m->path, "/dev/", 5)) {
+        (!strncmp(m->path, "/dev/", 5) && strncmp(m->path, "/dev/shm/", 9))) {
         return 0; /* anonymous, or a device (/dev/zero, ...) */
     }
     memset(&key, 0, sizeof(key));
@@ -348,14 +382,26 @@ static int ucm_filewatch_scan_cb(void *arg, const ucm_procmaps_entry_t *m)
     }
     key.ino = m->inode;
     ucm_filewatch_map_path(path, m->start, m->end);
-    ucm_filewatch_add_path(path, &key);
+    if (ucm_filewatch_add_path(path, &key) < 0) {
+        ++*(unsigned *)arg;
+    }
     return 0;
 }
 
 void ucm_filewatch_scan(void)
 {
-    if (ucm_filewatch_fd >= 0) {
-        ucm_procmaps_walk(ucm_filewatch_scan_cb, NULL);
+    unsigned failed = 0;
+
+    if (!ucm_filewatch_on) {
+        return;
+    }
+    ucm_procmaps_walk(ucm_filewatch_scan_cb, &failed);
+    if ((failed > 0) && ucm_filewatch_on) {
+        ucm_warn("UCX_MEM_FILE_WATCH: %u shared file mapping(s) made before "
+                 "the hooks or inherited across fork() not watched "
+                 "(/proc/self/map_files needs root): their removals by "
+                 "calls no hook sees are not reported",
+                 failed);
     }
 }
 
@@ -450,13 +496,29 @@ static void ucm_filewatch_report_all(void)
     }
 }
 
+/* The offsets of key outside the hooks' records (the hooks raise those
+ * themselves). */
+static void ucm_filewatch_report_rest(const ucm_filemap_key_t *key)
+{
+    ucm_filemap_range_t own[UCM_FILEWATCH_RECENT];
+    unsigned i, n;
+    uint64_t lo = 0;
+
+    n = ucm_filewatch_recent_take(key, own, UCM_FILEWATCH_RECENT);
+    for (i = 0; i < n; ++i) {
+        ucm_filewatch_report(key, lo, own[i].lo);
+        lo = ucs_max(lo, own[i].hi);
+    }
+    ucm_filewatch_report(key, lo, UINT64_MAX);
+}
+
 static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
 {
-    const ucm_filemap_range_t *cover = ucm_filewatch_covered;
     ucm_filemap_key_t key;
     int slot;
 
     if (ev->mask & IN_Q_OVERFLOW) {
+        ucm_filewatch_recent_clear(0);
         ucm_filewatch_report_all(); /* events were lost */
         *last_wd = -1;
         return;
@@ -466,7 +528,11 @@ static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
         return;
     }
     if (ev->mask & IN_IGNORED) { /* the file is gone, or the watch */
+        ucm_filemap_range_t own[UCM_FILEWATCH_RECENT];
+
         key = ucm_filewatch_slots[slot].key;
+        /* no event of it will take its records away */
+        (void)ucm_filewatch_recent_take(&key, own, UCM_FILEWATCH_RECENT);
         if (ucm_filewatch_seen_has(&key)) {
             memset(ucm_filewatch_seen_slot(&key), 0, sizeof(key));
         }
@@ -476,26 +542,21 @@ static void ucm_filewatch_event(const struct inotify_event *ev, int *last_wd)
     }
     if ((ev->mask & IN_MODIFY) && (ev->wd != *last_wd)) {
         key = ucm_filewatch_slots[slot].key;
-        if ((cover != NULL) && ucm_filemap_key_match(&cover->key, &key)) {
-            /* the hook of the call raises [lo, hi) itself */
-            ucm_filewatch_report(&key, 0, cover->lo);
-            ucm_filewatch_report(&key, cover->hi, UINT64_MAX);
-        } else {
-            ucm_filewatch_report(&key, 0, UINT64_MAX);
-        }
+        ucm_filewatch_report_rest(&key);
         *last_wd = ev->wd; /* one report per file and batch */
     }
 }
 
-void ucm_filewatch_drain(void)
+/* Read the queued events and report them (the watch thread). */
+static void ucm_filewatch_drain(int fd)
 {
     char buf[4096] __attribute__((aligned(8)));
     int saved_errno = errno, last_wd = -1;
     const struct inotify_event *ev;
     long n, off;
 
-    while (ucm_filewatch_fd >= 0) {
-        n = ucm_sys_read(ucm_filewatch_fd, buf, sizeof(buf));
+    for (;;) {
+        n = ucm_sys_read(fd, buf, sizeof(buf));
         if (n <= 0) {
             break;
         }
@@ -508,70 +569,155 @@ void ucm_filewatch_drain(void)
     errno = saved_errno;
 }
 
-static void ucm_filewatch_signal(int signo, siginfo_t *info, void *uctx)
+/* The watch thread: waits in poll() for events and runs the VM_UNMAPPED
+ * handlers for them; no signal is involved, and it takes none. */
+static void *ucm_filewatch_thread(void *arg)
 {
-    ucm_filewatch_drain();
+    int fd            = (int)(intptr_t)arg;
+    struct pollfd pfd = {fd, POLLIN, 0};
+
+#ifdef _GNU_SOURCE
+    pthread_setname_np(pthread_self(), "ucm-filewatch");
+#endif
+    __atomic_store_n(&ucm_filewatch_thread_up, 1, __ATOMIC_RELEASE);
+    for (;;) {
+        if (poll(&pfd, 1, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            errno = EBADF;
+            break;
+        }
+        ucm_filewatch_drain(fd);
+    }
+    ucm_warn("UCX_MEM_FILE_WATCH: watch thread stopped (%s): removals by "
+             "calls no hook sees are no longer reported",
+             strerror(errno));
+    return NULL;
 }
 
-/* The child shares the instance (and its queue) with the parent, whose pid
- * owns the signal: it stops watching. */
-static void ucm_filewatch_atfork_child(void)
+static void ucm_filewatch_fail(const char *what, int err)
+{
+    __atomic_store_n(&ucm_filewatch_state, UCM_FILEWATCH_FAILED,
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&ucm_filewatch_on, 0, __ATOMIC_RELAXED);
+    ucm_warn("UCX_MEM_FILE_WATCH: %s: %s: removals by calls no hook sees "
+             "are not reported",
+             what, strerror(err));
+}
+
+/* Make the instance and start its thread (the caller won the start). */
+static void ucm_filewatch_start(void)
+{
+    pthread_attr_t attr;
+    sigset_t all, old;
+    pthread_t thread;
+    unsigned i;
+    long fd;
+    int err;
+
+    fd = ucm_sys_syscall6(SYS_inotify_init1, IN_NONBLOCK | IN_CLOEXEC, 0, 0, 0,
+                          0, 0);
+    if (fd < 0) {
+        ucm_filewatch_fail("inotify_init1", (int)-fd);
+        return;
+    }
+    /* the thread takes no signal: the application's stay on its threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    __atomic_store_n(&ucm_filewatch_thread_up, 0, __ATOMIC_RELAXED);
+    err = pthread_create(&thread, &attr, ucm_filewatch_thread,
+                         (void *)(intptr_t)fd);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+        ucm_sys_close((int)fd);
+        ucm_filewatch_fail("pthread_create", err);
+        return;
+    }
+    /* bounded: a fork() right after the start must not find the thread in
+     * its start-up (see ucm_uffd.c) */
+    for (i = 0; (i < UCM_FILEWATCH_START_SPINS) &&
+                !__atomic_load_n(&ucm_filewatch_thread_up, __ATOMIC_ACQUIRE);
+         ++i) {
+        ucm_sys_sched_yield();
+    }
+    ucm_filewatch_fd = (int)fd;
+    __atomic_store_n(&ucm_filewatch_state, UCM_FILEWATCH_ACTIVE,
+                     __ATOMIC_RELEASE);
+    ucm_debug("file watch started (inotify fd %ld, thread ucm-filewatch)", fd);
+}
+
+/* The instance, made at first use; -1 if the watch is off.  Hook context:
+ * reached only from the mmap of a shared file, shmat and memfd_create (and
+ * the installation's scan), never from the allocator. */
+static int ucm_filewatch_fd_get(void)
+{
+    int state = __atomic_load_n(&ucm_filewatch_state, __ATOMIC_ACQUIRE);
+    unsigned i;
+
+    if (state == UCM_FILEWATCH_ACTIVE) {
+        return ucm_filewatch_fd;
+    }
+    if ((state == UCM_FILEWATCH_IDLE) &&
+        __atomic_compare_exchange_n(&ucm_filewatch_state, &state,
+                                    UCM_FILEWATCH_STARTING, 0, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_ACQUIRE)) {
+        ucm_filewatch_starting_here = 1;
+        ucm_filewatch_start();
+        ucm_filewatch_starting_here = 0;
+    } else if (ucm_filewatch_starting_here) {
+        return -1; /* the start itself maps a shared file */
+    }
+    for (i = 0; i < UCM_FILEWATCH_START_SPINS; ++i) {
+        state = __atomic_load_n(&ucm_filewatch_state, __ATOMIC_ACQUIRE);
+        if (state == UCM_FILEWATCH_ACTIVE) {
+            return ucm_filewatch_fd;
+        }
+        if (state != UCM_FILEWATCH_STARTING) {
+            return -1;
+        }
+        ucm_sys_sched_yield();
+    }
+    return -1;
+}
+
+/* The child shares the parent's instance (and its queue), and has no watch
+ * thread: it closes the instance, forgets the watches, and makes its own,
+ * watching the shared file mappings it inherited. */
+void ucm_filewatch_atfork_child(void)
 {
     int fd = ucm_filewatch_fd;
 
-    ucm_filewatch_on = 0;
+    if (__atomic_load_n(&ucm_filewatch_state, __ATOMIC_RELAXED) ==
+        UCM_FILEWATCH_IDLE) {
+        return; /* nothing watched yet: the first use starts it */
+    }
     ucm_filewatch_fd = -1;
     if (fd >= 0) {
         ucm_sys_close(fd);
     }
+    memset(ucm_filewatch_slots, 0, sizeof(ucm_filewatch_slots));
+    memset(ucm_filewatch_seen, 0, sizeof(ucm_filewatch_seen));
+    ucm_filewatch_recent_clear(1);
+    __atomic_store_n(&ucm_filewatch_state, UCM_FILEWATCH_IDLE,
+                     __ATOMIC_RELEASE);
+    ucm_filewatch_scan();
 }
 
 void ucm_filewatch_init(void)
 {
-    int signo = (int)ucm_filewatch_opts.signal;
-    struct sigaction sa, old;
-    int fd;
-
     if (!ucm_filewatch_opts.enable) {
-        return;
-    }
-    if (signo == 0) {
-        signo = SIGRTMAX - 2;
-    } else if ((signo < SIGRTMIN) || (signo > SIGRTMAX)) {
-        ucm_error("UCX_MEM_FILE_WATCH_SIGNAL=%d is not a real-time signal "
-                  "(%d..%d): file watch off",
-                  signo, SIGRTMIN, SIGRTMAX);
         return;
     }
     if (access("/proc/thread-self/fd", F_OK) != 0) {
         ucm_filewatch_fd_dir = "/proc/self/fd/"; /* before Linux 3.17 */
     }
-    fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) {
-        ucm_warn("UCX_MEM_FILE_WATCH: inotify_init1: %s", strerror(errno));
-        return;
-    }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = ucm_filewatch_signal;
-    sa.sa_flags     = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if ((sigaction(signo, &sa, NULL) != 0) ||
-        (fcntl(fd, F_SETSIG, signo) != 0) ||
-        (fcntl(fd, F_SETOWN, getpid()) != 0) ||
-        (fcntl(fd, F_SETFL, O_NONBLOCK | O_ASYNC) != 0)) {
-        ucm_warn("UCX_MEM_FILE_WATCH: signal %d: %s", signo, strerror(errno));
-        close(fd);
-        return;
-    }
-    /* one queued signal per event: when they exceed RLIMIT_SIGPENDING (the
-     * signal blocked while files change), the kernel sends SIGIO instead,
-     * which by default ends the process */
-    if ((sigaction(SIGIO, NULL, &old) == 0) && (old.sa_handler == SIG_DFL)) {
-        sigaction(SIGIO, &sa, NULL);
-    }
-    pthread_atfork(NULL, NULL, ucm_filewatch_atfork_child);
-    ucm_filewatch_fd = fd;
     __atomic_store_n(&ucm_filewatch_on, 1, __ATOMIC_SEQ_CST);
-    ucm_debug("watching mapped shared files (inotify fd %d, signal %d)", fd,
-              signo);
+    ucm_debug("watching mapped shared files (from the first one on)");
 }

@@ -11,27 +11,33 @@
  * /proc/self/maps at installation) with one inotify instance.  The kernel
  * queues IN_MODIFY for a size change of the file (any caller) and for writes
  * and hole punches through descriptors that notify, and raises a real-time
- * signal (O_ASYNC, F_SETSIG) at the process; its handler reads the events
- * and raises VM_UNMAPPED for the pages of every mapping of the file (from
- * the table of file mappings, ucm_filemap.h) that are no longer in the
- * page table (/proc/self/pagemap): pages that a registration pinned and
- * that the file dropped.
+ * a thread of libucm's (ucm-filewatch), waiting in poll() on the instance,
+ * reads the events and raises VM_UNMAPPED for the pages of every mapping of
+ * the file (from the table of file mappings, ucm_filemap.h) that are no
+ * longer in the page table (/proc/self/pagemap): pages that a registration
+ * pinned and that the file dropped.
  *
- * Reports come after the pages went away.  The signal is process-directed:
- * the kernel hands it to the main thread when that thread does not block
- * it, so a call made on the main thread is reported before it returns to
- * its caller; a call on another thread or in another process is reported
- * when the main thread next runs (microseconds).  Recent kernels do not
- * notify for memfd_create()'s own file (a pseudo file): the memfd_create
- * hook replaces the new descriptor by the same inode opened by path, which
- * does.  Not seen: hole punches through a memfd made by an inline system
- * call or before the hooks were installed, files mapped by an inline mmap
- * after installation, and a forked child (it stops watching).
+ * Reports come after the pages went away, from that thread: no signal is
+ * taken, and the VM_UNMAPPED handlers never run on an application thread
+ * for the watch (they may wait for locks that thread holds).  The instance
+ * and the thread are made at first use (the first shared file mapping
+ * watched), not at load time; a forked child makes its own and watches the
+ * shared file mappings it inherited (through /proc/self/map_files: root).
+ * A removal that a hook sees is still reported synchronously by the hook,
+ * which records it (ucm_filewatch_recent.h) so that the thread does not
+ * report it again.  Recent kernels do not notify for memfd_create()'s own
+ * file (a pseudo file): the memfd_create hook replaces the new descriptor
+ * by the same inode opened by path, which does.  Not seen: hole punches
+ * through a memfd made by an inline system call or before the hooks were
+ * installed, and files mapped by an inline mmap after installation.
  * Details: docs/internals-filemap.md.
  *
- * Contract: ucm_filewatch_on is 0 unless enabled at load time.  The add
- * functions are hook context: no malloc, no lock, errno kept; each costs
- * one inotify_add_watch() system call.
+ * Contract: ucm_filewatch_on is 0 unless enabled at load time (and 0 again
+ * when the watch could not start).  The add functions are hook context: no
+ * malloc, no lock, errno kept; each costs one inotify_add_watch() system
+ * call.  The first one also makes the instance and the thread
+ * (pthread_create): reached only from an mmap of a shared file, shmat and
+ * memfd_create, which the allocator never calls.
  */
 #ifndef UCM_FILEWATCH_H_
 #define UCM_FILEWATCH_H_
@@ -46,7 +52,7 @@
 /* UCX_MEM_FILE_WATCH, UCX_MEM_FILE_WATCH_SIGNAL (parsed by ucm_config.c). */
 typedef struct {
     int enable;
-    unsigned signal; /* 0: SIGRTMAX - 2 */
+    unsigned signal; /* ignored: no signal is taken */
 } ucm_filewatch_opts_t;
 
 extern ucm_filewatch_opts_t ucm_filewatch_opts;
@@ -54,10 +60,22 @@ extern const ucs_config_field_t ucm_filewatch_config_table[];
 
 extern int ucm_filewatch_on;
 
-/* Start watching if UCX_MEM_FILE_WATCH=y: after ucm_config_init(), before
- * the hooks are installed.  A signal outside SIGRTMIN..SIGRTMAX, or no
- * inotify, leaves the watch off with one log line.  Not hook context. */
+/* Turn the watch on if UCX_MEM_FILE_WATCH=y: after ucm_config_init(),
+ * before the hooks are installed.  Makes nothing yet: the first watched
+ * file makes the instance and the thread (one WARN line, and the watch off,
+ * if that fails).  Not hook context. */
 void ucm_filewatch_init(void);
+
+/* In a forked child, from libucm's own fork handler after its locks and
+ * event lists are usable again: close the parent's instance, forget the
+ * watches, and watch the inherited shared file mappings with an instance
+ * and a thread of the child's own. */
+void ucm_filewatch_atfork_child(void);
+
+/* Whether the file of key is watched (its events will come): hook
+ * context, one load; a file the small cache of watched inodes lost counts
+ * as not watched. */
+int ucm_filewatch_watched(const ucm_filemap_key_t *key);
 
 /* A shared mapping of the regular file open as fd, described by st. */
 void ucm_filewatch_add_fd(int fd, const struct stat *st);
@@ -77,18 +95,5 @@ void ucm_filewatch_add_shm(uintptr_t addr, size_t size, int shmid);
  * through /proc/self/map_files): those made before the hooks were
  * installed.  Not hook context (installation). */
 void ucm_filewatch_scan(void);
-
-/* Set by a truncation hook, and by the madvise hook for MADV_REMOVE, around
- * its call: the file offsets whose pages the hook raises itself.  When the
- * watch's signal arrives on this thread meanwhile, an event of that file
- * reports only its other offsets (another thread's removal in the same
- * file is still reported).  NULL otherwise. */
-extern __thread const ucm_filemap_range_t *ucm_filewatch_covered
-    __attribute__((tls_model("initial-exec")));
-
-/* Read the queued events and report (what the signal handler does; for
- * tests of the handler and for a caller that must not wait for the
- * signal).  Signal-safe. */
-void ucm_filewatch_drain(void);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "ucm_filemap.h"
 #include "ucm_filewatch.h"
+#include "ucm_filewatch_recent.h"
 
 #include <ucm/event/ucm_event.h>
 #include <ucm/malloc/ucm_heap.h>
@@ -408,7 +409,7 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     ucm_mmap_peek_t peek = UCM_MADVISE_PEEK();
     ucm_event_list_t *list =
         ucm_hook_enter(UCM_EVENT_MADVISE | UCM_EVENT_VM_UNMAPPED);
-    const ucm_filemap_range_t *watch_prev = NULL;
+    unsigned watch_token = 0;
     ucm_filemap_range_t file;
     int saved_errno, file_wide, one_file = 0;
     ucm_event_t event;
@@ -437,19 +438,19 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
     }
     one_file = one_file && (event.madvise.advice == MADV_REMOVE);
     if (one_file) {
-        /* the file watch's signal for this call, taken on this thread,
-         * need not report what this hook reports (as ucm_trunc.c); the
+        /* the file watch's report of this call (from its thread, later)
+         * need not repeat what this hook reports (as ucm_trunc.c); the
          * other advice queues no event */
-        watch_prev            = ucm_filewatch_covered;
-        ucm_filewatch_covered = &file;
+        if (ucm_filewatch_watched(&file.key)) {
+            watch_token = ucm_filewatch_recent_arm(&file);
+        }
     }
     event.madvise.result = ucm_madvise_call_orig(
         event.madvise.addr, event.madvise.length, event.madvise.advice, &peek);
     saved_errno = errno;
-    if (one_file) {
-        ucm_filewatch_covered = watch_prev;
-    }
-    if (file_wide && (event.madvise.result == 0)) {
+    /* also after a failed call that the file watch was told about: it may
+     * have left this range out of another caller's event */
+    if (file_wide && ((event.madvise.result == 0) || (watch_token != 0))) {
         /* as for truncation: a registration made between the event and
          * the removal holds the old pages */
         ucm_filemap_report_range((uintptr_t)event.madvise.addr,
@@ -457,6 +458,7 @@ UCS_F_HOT int ucm_madvise(void *addr, size_t length, int advice)
                                  event.madvise.advice == MADV_REMOVE,
                                  ucm_madvise_report, list, NULL);
     }
+    ucm_filewatch_recent_done(watch_token, event.madvise.result == 0);
     ucm_hook_native_after(list, UCM_EVENT_MADVISE, &event);
     ucm_hook_leave(saved_errno);
     return event.madvise.result;

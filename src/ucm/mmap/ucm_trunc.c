@@ -46,6 +46,7 @@
 
 #include "ucm_filemap.h"
 #include "ucm_filewatch.h"
+#include "ucm_filewatch_recent.h"
 #include "ucm_syscall.h"
 
 #include <ucm/util/ucm_sys.h>
@@ -67,8 +68,8 @@ typedef struct {
     int key_set;     /* key is the file's (a regular file) */
     uint64_t lo, hi; /* removed file offsets, page aligned */
     int saved_errno;
-    ucm_filemap_range_t cover;             /* what the hook raises itself */
-    const ucm_filemap_range_t *watch_prev; /* ucm_filewatch_covered before */
+    unsigned watch_token; /* the file watch's record of what the hook
+                             raises itself, or 0 */
 } ucm_trunc_ctx_t;
 
 static uint64_t ucm_trunc_page_up(uint64_t x)
@@ -148,32 +149,33 @@ static void ucm_trunc_before(ucm_trunc_ctx_t *ctx)
     if (ctx->lo < ctx->hi) {
         ucm_trunc_report(ctx);
     }
-    /* the file watch's report of this call, on this thread, would repeat
-     * what the hook raises itself */
-    ctx->watch_prev = ucm_filewatch_covered;
-    if (ctx->key_set) {
-        ctx->cover.key        = ctx->key;
-        ctx->cover.lo         = ctx->lo;
-        ctx->cover.hi         = ctx->hi;
-        ucm_filewatch_covered = &ctx->cover;
+    /* the file watch's report of this call (from its thread, later)
+     * would repeat what the hook raises itself */
+    ctx->watch_token = 0;
+    if (ctx->key_set && (ctx->lo < ctx->hi) &&
+        ucm_filewatch_watched(&ctx->key)) {
+        ucm_filemap_range_t cover = {ctx->key, ctx->lo, ctx->hi};
+
+        ctx->watch_token = ucm_filewatch_recent_arm(&cover);
     }
     ucm_hook_leave(ctx->saved_errno);
 }
 
 /* After a successful call, raise the same offsets again (in the mappings
- * that exist now). */
+ * that exist now); also after a failed one that the file watch was told
+ * about (it may have left these offsets out of another caller's event). */
 static void ucm_trunc_after(ucm_trunc_ctx_t *ctx, int result)
 {
     int saved_errno = errno;
 
-    ucm_filewatch_covered = ctx->watch_prev;
-    if ((result == 0) && (ctx->lo < ctx->hi)) {
+    if (((result == 0) || (ctx->watch_token != 0)) && (ctx->lo < ctx->hi)) {
         ctx->list = ucm_hook_enter(UCM_EVENT_VM_UNMAPPED);
         if (ctx->list != NULL) {
             ucm_trunc_report(ctx);
             ucm_hook_leave(saved_errno);
         }
     }
+    ucm_filewatch_recent_done(ctx->watch_token, result == 0);
     errno = saved_errno;
 }
 

@@ -72,6 +72,7 @@ static void ucm_init_atfork_child(void)
             *ucm_init_fork_locks[i] = fresh;
         }
     }
+    ucm_filewatch_atfork_child(); /* last: it starts a thread */
 }
 
 static void UCS_F_CTOR ucm_init(void)

@@ -389,12 +389,17 @@ void disarm()
 
 oracle_stats check()
 {
+    disarm();
+    return peek();
+}
+
+oracle_stats peek()
+{
     oracle_stats s = oracle_stats();
     size_t i, n;
     bool changed;
     int st;
 
-    disarm();
     n = std::min(watch_count.load(), WATCH_MAX);
     for (i = 0; i < n; ++i) {
         st = watch_tab[i].state.load();

@@ -135,6 +135,8 @@ void arm();
 void disarm();
 /* Disarm and compare the frames now with those recorded. */
 oracle_stats check();
+/* The same comparison, still armed (waiting for late reports). */
+oracle_stats peek();
 /* VM_UNMAPPED/VM_MAPPED events recorded while armed that overlap
  * [addr, addr+len) (len 0: all), optionally only of one thread. */
 std::vector<event_record> events(int type, const void *addr = NULL,

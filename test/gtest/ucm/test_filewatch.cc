@@ -2,13 +2,17 @@
 /*
  * Pages of shared files removed by calls no hook sees (an inline syscall
  * instruction, another process): with UCX_MEM_FILE_WATCH=y libucm watches
- * the shared files it sees mapped with inotify, and its signal handler
- * raises VM_UNMAPPED for the pages the file dropped (src/ucm/mmap/
- * ucm_filewatch.h).  Each case runs in a child process started with that
- * setting.  Oracle: the page frames of the watched mappings; the pages are
- * gone before the report (the kernel tells after the fact), so every page
- * whose frame changed must have been reported late, none missed, and none
- * reported that kept its frame.  Without the setting the same removal goes
+ * the shared files it sees mapped with inotify, and a thread of its own
+ * (ucm-filewatch) raises VM_UNMAPPED for the pages the file dropped
+ * (src/ucm/mmap/ucm_filewatch.h).  Each case runs in a child process
+ * started with that setting.  Oracle: the page frames of the watched
+ * mappings; the pages are gone before the report (the kernel tells after
+ * the fact, and the thread reports shortly after), so each case waits, at
+ * most 5 s, until every page whose frame changed has been reported (late),
+ * and then checks that none was missed and none reported that kept its
+ * frame.  Where a case must show that something is not reported, it first
+ * waits for the report of a later removal of another file (fw_sync: one
+ * queue, read in order).  Without the setting the same removal goes
  * unreported, which shows that the watch is what reports it.
  */
 #include "common/ucm_test.h"
@@ -33,6 +37,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <dirent.h>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -53,7 +59,9 @@ enum {
     FW_MISSED    = 8,  /* a changed page was never reported */
     FW_OVER      = 9,  /* a page that kept its frame was reported */
     FW_REPORTED  = 10, /* reported although watching is off */
-    FW_FLAGS     = 11  /* the descriptor differs from a plain memfd's */
+    FW_FLAGS     = 11, /* the descriptor differs from a plain memfd's */
+    FW_SIGNAL    = 12, /* a signal disposition changed, or a signal came */
+    FW_THREAD    = 13  /* not the watch thread, or not started when due */
 };
 
 int fw_handler()
@@ -71,21 +79,85 @@ char *fw_map(int fd, size_t len, off_t offset = 0)
     return (p == MAP_FAILED) ? NULL : (char *)p;
 }
 
-/* Until the events have come (the report of a call made on another thread
- * or process arrives when the main thread takes the signal): at most 2 s. */
+/* Until the events have come (the watch thread reports after the call):
+ * at most 5 s. */
 void fw_wait_reported(size_t changed)
 {
     struct timespec ts = {0, 1000000};
     int i;
 
-    for (i = 0; i < 2000; ++i) {
-        oracle_stats s = oracle::check();
+    for (i = 0; i < 5000; ++i) {
+        oracle_stats s = oracle::peek();
         if (s.changed >= changed && (s.uncovered == s.late)) {
             break;
         }
-        oracle::arm();
         nanosleep(&ts, NULL);
     }
+}
+
+int fw_sized(int fd, size_t len);
+
+/* Threads of this process named name (/proc/self/task/N/comm). */
+int fw_threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    while ((d != NULL) && ((e = readdir(d)) != NULL)) {
+        std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+        std::string comm;
+
+        if (std::getline(f, comm) && (comm == name)) {
+            ++n;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+/* The name of thread tid of this process, or "". */
+std::string fw_thread_name(pid_t tid)
+{
+    std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/comm");
+    std::string comm;
+
+    std::getline(f, comm);
+    return comm;
+}
+
+/* While the oracle is armed: wait until the watch thread has handled every
+ * event queued before this call.  A sentinel memfd, mapped and touched, is
+ * truncated by an inline call; its report comes after those of the events
+ * queued before (one queue, read in order).  false if it did not come in
+ * 5 s. */
+bool fw_sync()
+{
+    const size_t ps    = page_size();
+    struct timespec ts = {0, 1000000};
+    int fd             = fw_sized(memfd_create("ucmt-sync", MFD_CLOEXEC), ps);
+    char *p            = (fd >= 0) ? fw_map(fd, ps) : NULL;
+    bool ok            = false;
+
+    if (p == NULL) {
+        return false;
+    }
+    touch(p, ps);
+    ucmt_rawsys(SYS_ftruncate, fd, 0);
+    for (int i = 0; (i < 5000) && !ok; ++i) {
+        ok = !oracle::events(UCM_EVENT_VM_UNMAPPED, p, ps).empty();
+        if (!ok) {
+            nanosleep(&ts, NULL);
+        }
+    }
+    munmap(p, ps);
+    close(fd);
+    if (!ok) {
+        printf("the sentinel's removal was not reported in 5 s\n");
+    }
+    return ok;
 }
 
 /* Watch 'watched', run op, and check: at least 'changed' pages changed,
@@ -93,7 +165,7 @@ void fw_wait_reported(size_t changed)
  * 'expect_reported' false: nothing may be reported. */
 int fw_check(const std::vector<range_t> &watched,
              const std::function<long()> &op, size_t changed,
-             bool expect_reported = true, bool wait = false)
+             bool expect_reported = true)
 {
     size_t n = 0;
 
@@ -110,8 +182,11 @@ int fw_check(const std::vector<range_t> &watched,
         printf("op: %s\n", strerror(errno));
         return FW_OP;
     }
-    if (wait && expect_reported) {
+    if (expect_reported) {
         fw_wait_reported(changed);
+    } else if ((getenv("UCX_MEM_FILE_WATCH") != NULL) &&
+               (getenv("UCX_MEM_FILE_WATCH")[0] == 'y') && !fw_sync()) {
+        return FW_THREAD; /* a report would have come by now */
     }
     oracle_stats s = oracle::check();
     printf("%s\n", s.str().c_str());
@@ -270,11 +345,10 @@ UCMT_CHILD_SCENARIO(fw_other_process)
             }
             return 0;
         },
-        6, true, true);
+        6);
 }
 
-/* An inline ftruncate on another thread: the main thread takes the
- * signal. */
+/* An inline ftruncate on another thread. */
 UCMT_CHILD_SCENARIO(fw_other_thread)
 {
     const size_t ps = page_size(), len = 8 * ps;
@@ -308,7 +382,44 @@ UCMT_CHILD_SCENARIO(fw_other_thread)
             pthread_join(t, (void **)&r);
             return r;
         },
-        7, true, true);
+        7);
+}
+
+/* A forked child makes a watch of its own and watches the mapping it
+ * inherited (through /proc/self/map_files): a truncation of it by an
+ * inline call in the child is reported in the child, from its own watch
+ * thread. */
+UCMT_CHILD_SCENARIO(fw_forked_child)
+{
+    const size_t ps = page_size(), len = 8 * ps;
+    int fd, status, ret = fw_handler();
+    char *a;
+    pid_t pid;
+
+    if (ret != FW_OK) {
+        return ret;
+    }
+    fd = fw_memfd(len);
+    a  = fw_map(fd, len);
+    if ((fd < 0) || (a == NULL)) {
+        return FW_SETUP;
+    }
+    pid = fork();
+    if (pid == 0) {
+        if (fw_threads_named("ucm-filewatch") != 1) {
+            printf("child: %d watch threads\n",
+                   fw_threads_named("ucm-filewatch"));
+            _exit(FW_THREAD);
+        }
+        _exit(fw_check(
+            {range_t((uintptr_t)a, len)},
+            [&]() { return ucmt_rawsys(SYS_ftruncate, fd, 3 * ps); }, 5));
+    }
+    if ((pid < 0) || (waitpid(pid, &status, 0) != pid) || !WIFEXITED(status)) {
+        return FW_SETUP;
+    }
+    fflush(stdout);
+    return WEXITSTATUS(status);
 }
 
 /* A memfd mapped before the hooks were installed: watched from
@@ -440,11 +551,14 @@ UCMT_CHILD_SCENARIO(fw_memfd_inline_punch)
 }
 
 /* A page removal that a hook sees is raised by the hook (before the call
- * and after it) and not once more by the watch, whose signal comes while
- * the call returns: a memfd (which notifies now) and a /dev/shm file, each
- * mapped twice, a hooked fallocate hole punch and a hooked MADV_REMOVE
- * through the other mapping.  Every removed page reported, each exactly
- * twice in the watched mapping. */
+ * and after it) and not once more by the watch thread, which reads the
+ * call's event later: a memfd (which notifies now) and a /dev/shm file,
+ * each mapped twice, a hooked fallocate hole punch and a hooked
+ * MADV_REMOVE through the other mapping.  Every removed page reported,
+ * each exactly twice in the watched mapping, also once the watch has read
+ * every event queued by then (fw_sync).  Before, 20 hooked shrinks of a
+ * file that is not mapped (not watched: no event takes their records
+ * away) must not use up the hooks' records. */
 UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
 {
     const size_t ps = page_size(), len = 4 * ps;
@@ -454,6 +568,14 @@ UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
     if (ret != FW_OK) {
         return ret;
     }
+    int unwatched = fw_memfd(len);
+    for (int i = 0; i < 20; ++i) {
+        if ((ftruncate(unwatched, (off_t)len) != 0) ||
+            (ftruncate(unwatched, 0) != 0)) {
+            return FW_SETUP;
+        }
+    }
+    close(unwatched);
     fds[0] = fw_memfd(len);
     fds[1] = fw_shm_file(len, &path);
     if (fds[1] >= 0) {
@@ -471,11 +593,12 @@ UCMT_CHILD_SCENARIO(fw_hooked_reported_once)
             ret = fw_check(
                 {range_t((uintptr_t)b, len)},
                 [&]() {
-                    return madv ? madvise(a + ps, 2 * ps, MADV_REMOVE)
-                                : fallocate(fds[f],
-                                            FALLOC_FL_PUNCH_HOLE |
-                                                FALLOC_FL_KEEP_SIZE,
-                                            ps, 2 * ps);
+                    long r = madv ? madvise(a + ps, 2 * ps, MADV_REMOVE)
+                                  : fallocate(fds[f],
+                                              FALLOC_FL_PUNCH_HOLE |
+                                                  FALLOC_FL_KEEP_SIZE,
+                                              ps, 2 * ps);
+                    return ((r == 0) && !fw_sync()) ? -1L : r;
                 },
                 2);
             size_t n =
@@ -529,47 +652,61 @@ bool fw_own_queue_overflowed(int in)
     return overflow;
 }
 
-/* Changes while the watch's signal is blocked: writes alternating over two
- * watched files (equal events in a row would be merged), then an inline
- * truncation of a /dev/shm file that four threads mapped at once (each may
- * add the same watch: one slot must come of it).  The removed pages must
- * be reported, once in each mapping.
- *  overflow:   enough writes to fill the inotify queue, so that the
- *              truncation's event is dropped and only the report of every
- *              watched file that an overflow triggers can find it (checked
- *              through an instance of our own);
- *  sigpending: RLIMIT_SIGPENDING for the process (0: as it is), below
- *              the number of changes: the kernel then falls back to
- *              SIGIO, which by default would end the process. */
-int fw_blocked_changes(bool overflow, rlim_t sigpending)
+/* The gate: a VM_UNMAPPED handler that holds the watch thread inside its
+ * report of the gate mapping until the test opens it, so that changes pile
+ * up in the inotify queue meanwhile. */
+struct fw_gate_t {
+    std::atomic<uintptr_t> addr{0};
+    std::atomic<int> entered{0}, open{0};
+} fw_gate;
+
+void fw_gate_cb(ucm_event_type_t, ucm_event_t *event, void *)
+{
+    uintptr_t a = (uintptr_t)event->vm_unmapped.address;
+
+    if ((fw_gate.addr.load() != 0) && (a == fw_gate.addr.load())) {
+        fw_gate.addr.store(0);
+        fw_gate.entered.store(1);
+        for (int i = 0; (i < 10000) && !fw_gate.open.load(); ++i) {
+            usleep(1000); /* at most 10 s */
+        }
+    }
+}
+
+/* Changes while the watch thread is held (fw_gate): writes alternating
+ * over two watched files (equal events in a row would be merged), enough
+ * to fill the inotify queue, then an inline truncation of a /dev/shm file
+ * that four threads mapped at once (each may add the same watch: one slot
+ * must come of it).  The truncation's event is dropped (checked through an
+ * inotify instance of our own), so only the report of every watched file
+ * that an overflow triggers can find it.  The removed pages must be
+ * reported, once in each mapping. */
+UCMT_CHILD_SCENARIO(fw_queue_overflow)
 {
     const size_t ps = page_size(), len = 4 * ps;
     const int nthreads = 4;
     long nwrites =
-        overflow
-            ? fw_proc_long("/proc/sys/fs/inotify/max_queued_events", 16384) +
-                  1000
-            : 1000;
+        fw_proc_long("/proc/sys/fs/inotify/max_queued_events", 16384) + 1000;
     std::string path;
     pthread_t threads[nthreads];
     char *maps[nthreads] = {};
-    int fds[3], in, ret = fw_handler();
-    struct rlimit rl;
-    sigset_t set;
+    int fds[3], in, gate, ret = fw_handler();
+    char *gate_map;
 
     if (ret != FW_OK) {
         return ret;
     }
-    if ((sigpending != 0) && (getrlimit(RLIMIT_SIGPENDING, &rl) == 0)) {
-        rl.rlim_cur = sigpending;
-        if (setrlimit(RLIMIT_SIGPENDING, &rl) != 0) {
-            return FW_SETUP;
-        }
+    if (ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0, fw_gate_cb, NULL) !=
+        UCS_OK) {
+        return FW_HANDLER;
     }
-    in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (in < 0) {
+    in       = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    gate     = fw_memfd(ps);
+    gate_map = (gate >= 0) ? fw_map(gate, ps) : NULL;
+    if ((in < 0) || (gate_map == NULL)) {
         return FW_SETUP;
     }
+    touch(gate_map, ps);
     for (int f = 0; f < 3; ++f) {
         char proc[64];
 
@@ -615,24 +752,37 @@ int fw_blocked_changes(bool overflow, rlim_t sigpending)
         touch(p, len); /* their reports then raise nothing */
     }
     fw_own_queue_overflowed(in); /* forget what the setup queued */
-    sigemptyset(&set);
-    sigaddset(&set, SIGRTMAX - 2);
     return fw_check(
         {range_t((uintptr_t)maps[0], len), range_t((uintptr_t)maps[1], len)},
         [&]() {
             long r = 0;
 
-            sigprocmask(SIG_BLOCK, &set, NULL);
+            /* hold the watch thread */
+            fw_gate.addr.store((uintptr_t)gate_map);
+            ucmt_rawsys(SYS_ftruncate, gate, 0);
+            for (int i = 0; (i < 5000) && !fw_gate.entered.load(); ++i) {
+                usleep(1000);
+            }
+            if (!fw_gate.entered.load()) {
+                printf("the watch thread did not report the gate\n");
+                fw_gate.open.store(1);
+                errno = ETIMEDOUT;
+                return -1L;
+            }
             for (long i = 0; (i < nwrites) && (r == 0); ++i) {
                 r = (pwrite(fds[1 + (i & 1)], "x", 1, 0) == 1) ? 0 : -1;
             }
             if (r == 0) {
                 r = ucmt_rawsys(SYS_ftruncate, fds[0], ps);
             }
-            sigprocmask(SIG_UNBLOCK, &set, NULL);
-            if ((r == 0) && overflow && !fw_own_queue_overflowed(in)) {
+            if ((r == 0) && !fw_own_queue_overflowed(in)) {
                 printf("%ld writes did not overflow the queue\n", nwrites);
                 errno = ENOSPC;
+                r     = -1;
+            }
+            fw_gate.open.store(1);
+            if ((r == 0) && !fw_sync()) {
+                errno = ETIMEDOUT;
                 r     = -1;
             }
             for (int t = 0; (t < 2) && (r == 0); ++t) {
@@ -651,17 +801,170 @@ int fw_blocked_changes(bool overflow, rlim_t sigpending)
         6);
 }
 
-/* Events lost to a full inotify queue: the watch reports every file. */
-UCMT_CHILD_SCENARIO(fw_queue_overflow)
+volatile sig_atomic_t fw_app_signals;
+
+void fw_app_handler(int)
 {
-    return fw_blocked_changes(true, 0);
+    fw_app_signals = fw_app_signals + 1;
 }
 
-/* More queued signals than RLIMIT_SIGPENDING allows: SIGIO comes instead,
- * and the changes are still reported (before the signal is unblocked). */
-UCMT_CHILD_SCENARIO(fw_sigpending_exhausted)
+/* Whether signo's handler is fw_app_handler. */
+bool fw_app_handles(int signo)
 {
-    return fw_blocked_changes(false, 64);
+    struct sigaction cur;
+
+    return (sigaction(signo, NULL, &cur) == 0) &&
+           (cur.sa_handler == fw_app_handler);
+}
+
+/* The application's handler of SIGIO (and of SIGRTMAX-2, the signal the
+ * watch took before), installed before the watch starts or after it: it
+ * stays in place, no signal comes, and a removal by an inline call is
+ * still reported.  At load time the watch took no signal and started no
+ * thread; the first watched mapping starts the thread. */
+int fw_app_signal(bool before)
+{
+    const size_t ps = page_size(), len = 8 * ps;
+    struct sigaction sa, cur;
+    int fd, ret;
+    char *a;
+
+    if ((sigaction(SIGIO, NULL, &cur) != 0) || (cur.sa_handler != SIG_DFL) ||
+        (sigaction(SIGRTMAX - 2, NULL, &cur) != 0) ||
+        (cur.sa_handler != SIG_DFL)) {
+        printf("a signal was taken at load time\n");
+        return FW_SIGNAL;
+    }
+    if (fw_threads_named("ucm-filewatch") != 0) {
+        printf("the watch thread started at load time\n");
+        return FW_THREAD;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = fw_app_handler;
+    sigemptyset(&sa.sa_mask);
+    if (before && ((sigaction(SIGIO, &sa, NULL) != 0) ||
+                   (sigaction(SIGRTMAX - 2, &sa, NULL) != 0))) {
+        return FW_SETUP;
+    }
+    ret = fw_handler();
+    if (ret != FW_OK) {
+        return ret;
+    }
+    fd = fw_memfd(len);
+    a  = fw_map(fd, len);
+    if ((fd < 0) || (a == NULL)) {
+        return FW_SETUP;
+    }
+    if (fw_threads_named("ucm-filewatch") != 1) {
+        printf("%d watch threads after the first watched mapping\n",
+               fw_threads_named("ucm-filewatch"));
+        return FW_THREAD;
+    }
+    if (!before && ((sigaction(SIGIO, &sa, NULL) != 0) ||
+                    (sigaction(SIGRTMAX - 2, &sa, NULL) != 0))) {
+        return FW_SETUP;
+    }
+    ret = fw_check(
+        {range_t((uintptr_t)a, len)},
+        [&]() { return ucmt_rawsys(SYS_ftruncate, fd, 2 * ps); }, 6);
+    if (ret != FW_OK) {
+        return ret;
+    }
+    if (!fw_app_handles(SIGIO) || !fw_app_handles(SIGRTMAX - 2) ||
+        (fw_app_signals != 0)) {
+        printf("handlers kept: %d %d, signals taken: %d\n",
+               fw_app_handles(SIGIO), fw_app_handles(SIGRTMAX - 2),
+               (int)fw_app_signals);
+        return FW_SIGNAL;
+    }
+    return FW_OK;
+}
+
+UCMT_CHILD_SCENARIO(fw_app_signal_before)
+{
+    return fw_app_signal(true);
+}
+
+UCMT_CHILD_SCENARIO(fw_app_signal_after)
+{
+    return fw_app_signal(false);
+}
+
+/* A thread that runs with a small alternate signal stack and every signal
+ * unblocked, as Go's threads do, while the main thread blocks them all
+ * (so a process-directed signal would go to it) truncates a watched memfd
+ * by an inline call.  The removal is reported, every report of it comes
+ * from the watch thread, and nothing was written on the alternate stack
+ * (no signal frame). */
+UCMT_CHILD_SCENARIO(fw_altstack_thread)
+{
+    const size_t ps = page_size(), len = 8 * ps, stk_len = 16384;
+    static char stk[16384];
+    sigset_t all, old;
+    int fd, ret = fw_handler();
+    char *a;
+
+    if (ret != FW_OK) {
+        return ret;
+    }
+    fd = fw_memfd(len);
+    a  = fw_map(fd, len);
+    if ((fd < 0) || (a == NULL)) {
+        return FW_SETUP;
+    }
+    memset(stk, 0xa5, stk_len);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    ret = fw_check(
+        {range_t((uintptr_t)a, len)},
+        [&]() {
+            std::thread t([&]() {
+                stack_t ss;
+                sigset_t none;
+
+                ss.ss_sp    = stk;
+                ss.ss_size  = stk_len;
+                ss.ss_flags = 0;
+                sigemptyset(&none);
+                if ((sigaltstack(&ss, NULL) != 0) ||
+                    (pthread_sigmask(SIG_SETMASK, &none, NULL) != 0) ||
+                    (ucmt_rawsys(SYS_ftruncate, fd, 2 * ps) != 0)) {
+                    ret = FW_SETUP;
+                    return;
+                }
+                /* alive on its stack until the report has come */
+                for (int i = 0; i < 5000; ++i) {
+                    if (!oracle::events(UCM_EVENT_VM_UNMAPPED, a + 2 * ps,
+                                        6 * ps)
+                             .empty()) {
+                        break;
+                    }
+                    usleep(1000);
+                }
+            });
+            t.join();
+            return (ret == FW_OK) ? 0L : -1L;
+        },
+        6);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (ret != FW_OK) {
+        return ret;
+    }
+    for (const event_record &e :
+         oracle::events(UCM_EVENT_VM_UNMAPPED, a + 2 * ps, 6 * ps)) {
+        if (fw_thread_name(e.tid) != "ucm-filewatch") {
+            printf("reported on thread %d (%s)\n", (int)e.tid,
+                   fw_thread_name(e.tid).c_str());
+            return FW_THREAD;
+        }
+    }
+    for (size_t i = 0; i < stk_len; ++i) {
+        if ((unsigned char)stk[i] != 0xa5) {
+            printf("the alternate stack was written at %zu\n", i);
+            return FW_SIGNAL;
+        }
+    }
+    return FW_OK;
 }
 
 /* With no descriptor to spare for the reopen, memfd_create() still returns
@@ -857,7 +1160,8 @@ class Filewatch : public ::testing::Test
             << "3: setup, 4: handler, 5: watch, 6: op, 7: fewer pages "
                "changed, 8: a changed page never reported, 9: an unchanged "
                "page reported, 10: reported with watching off, 11: not the "
-               "descriptor a plain memfd is\n"
+               "descriptor a plain memfd is, 12: a signal taken or a "
+               "handler changed, 13: not the watch thread\n"
             << r.str();
     }
 };
@@ -892,6 +1196,11 @@ TEST_F(Filewatch, TruncatedOnAnotherThread)
     run("fw_other_thread");
 }
 
+TEST_F(Filewatch, ForkedChildWatchesInheritedMapping)
+{
+    run("fw_forked_child");
+}
+
 TEST_F(Filewatch, MappedBeforeHooks)
 {
     run("fw_mapped_before_hooks");
@@ -922,9 +1231,19 @@ TEST_F(Filewatch, QueueOverflowReportsEveryFileOnce)
     run("fw_queue_overflow");
 }
 
-TEST_F(Filewatch, SignalQueueFullFallsBackToSigio)
+TEST_F(Filewatch, ApplicationSignalHandlerBeforeStaysAndWatchWorks)
 {
-    run("fw_sigpending_exhausted");
+    run("fw_app_signal_before");
+}
+
+TEST_F(Filewatch, ApplicationSignalHandlerAfterStaysAndWatchWorks)
+{
+    run("fw_app_signal_after");
+}
+
+TEST_F(Filewatch, AltStackThreadUnaffectedReportsFromWatchThread)
+{
+    run("fw_altstack_thread");
 }
 
 TEST_F(Filewatch, HookedRemovalNotReportedAgain)
