@@ -643,13 +643,26 @@ int ucm_filemap_selftest_begin(void)
 
 void ucm_filemap_selftest_end(int was_active)
 {
+    uint64_t gen;
+
     if (was_active || ucm_degrade_is(UCM_DEGRADE_PROCMAPS) ||
         ucm_degrade_is(UCM_DEGRADE_FDS)) {
         return; /* kept: from now on the hooks' records are all there is */
     }
-    /* lazy again: the next lookup seeds the table afresh */
+    /* lazy again: the next lookup seeds the table afresh.  Emptied too
+     * (unless a rebuild runs): the test's lookup seeded it with every file
+     * mapping, and while entries fill the buckets every munmap near them
+     * takes the slow path. */
     __atomic_store_n(&ucm_filemap_incomplete, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&ucm_filemap_active, 0, __ATOMIC_SEQ_CST);
+    gen = __atomic_load_n(&ucm_filemap_gen, __ATOMIC_ACQUIRE);
+    if (!(gen & 1) &&
+        __atomic_compare_exchange_n(&ucm_filemap_gen, &gen, gen + 1, 0,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+        ucm_filemap_clear();
+        ucm_filemap_hwm_lower();
+        __atomic_store_n(&ucm_filemap_gen, gen + 2, __ATOMIC_RELEASE);
+    }
 }
 
 /* ---- fork ---- */
