@@ -919,14 +919,14 @@ UCMT_CHILD_SCENARIO(fw_altstack_thread)
         {range_t((uintptr_t)a, len)},
         [&]() {
             std::thread t([&]() {
-                stack_t ss;
+                stack_t ss, prev;
                 sigset_t none;
 
                 ss.ss_sp    = stk;
                 ss.ss_size  = stk_len;
                 ss.ss_flags = 0;
                 sigemptyset(&none);
-                if ((sigaltstack(&ss, NULL) != 0) ||
+                if ((sigaltstack(&ss, &prev) != 0) ||
                     (pthread_sigmask(SIG_SETMASK, &none, NULL) != 0) ||
                     (ucmt_rawsys(SYS_ftruncate, fd, 2 * ps) != 0)) {
                     ret = FW_SETUP;
@@ -941,6 +941,9 @@ UCMT_CHILD_SCENARIO(fw_altstack_thread)
                     }
                     usleep(1000);
                 }
+                /* the previous one back (ASan unmaps the thread's
+                 * alternate stack at exit, taking it for its own) */
+                sigaltstack(&prev, NULL);
             });
             t.join();
             return (ret == FW_OK) ? 0L : -1L;
