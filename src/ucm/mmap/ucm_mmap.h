@@ -77,6 +77,19 @@ extern __thread int ucm_hook_in_sbrk __attribute__((tls_model("initial-exec")));
 /* What the replacement calls (in ucm_hot: read on every call). */
 #define UCM_HOOK_ORIG(_id, _type) ((_type)ucm_hot.orig[_id])
 
+/* In a variadic mremap(old, old_size, new_size, flags, ...): the fifth
+ * argument into _new_address, read only with MREMAP_FIXED (callers of
+ * UCX 1.13's ucm_mremap pass four arguments). */
+#define UCM_MREMAP_VA_NEW_ADDRESS(_flags, _new_address)                        \
+    do {                                                                       \
+        va_list _ap;                                                           \
+        if ((_flags)&MREMAP_FIXED) {                                           \
+            va_start(_ap, _flags);                                             \
+            (_new_address) = va_arg(_ap, void *);                              \
+            va_end(_ap);                                                       \
+        }                                                                      \
+    } while (0)
+
 /* Depth of original calls in progress on this thread (see below). */
 extern __thread int ucm_hook_chain_depth
     __attribute__((tls_model("initial-exec")));

@@ -370,13 +370,8 @@ void *ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags,
                  ...)
 {
     void *new_address = NULL;
-    va_list ap;
 
-    if (flags & MREMAP_FIXED) {
-        va_start(ap, flags);
-        new_address = va_arg(ap, void *);
-        va_end(ap);
-    }
+    UCM_MREMAP_VA_NEW_ADDRESS(flags, new_address);
     return ucm_mremap_common(old_address, old_size, new_size, flags,
                              new_address);
 }
@@ -688,13 +683,8 @@ UCS_F_HOT void *ucm_mmap_mremap_raw(void *old_address, size_t old_size,
                                     size_t new_size, int flags, ...)
 {
     void *new_address = NULL;
-    va_list ap;
 
-    if (flags & MREMAP_FIXED) {
-        va_start(ap, flags);
-        new_address = va_arg(ap, void *);
-        va_end(ap);
-    }
+    UCM_MREMAP_VA_NEW_ADDRESS(flags, new_address);
     return (void *)ucm_sys_to_libc(
         ucm_sys_mremap(old_address, old_size, new_size, flags, new_address));
 }
@@ -712,20 +702,10 @@ UCS_F_HOT int ucm_orig_munmap(void *addr, size_t length)
     return (int)ucm_sys_to_libc(ucm_sys_munmap(addr, length));
 }
 
-void *ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size,
-                      int flags, ...)
-{
-    void *new_address = NULL;
-    va_list ap;
-
-    if (flags & MREMAP_FIXED) {
-        va_start(ap, flags);
-        new_address = va_arg(ap, void *);
-        va_end(ap);
-    }
-    return (void *)ucm_sys_to_libc(
-        ucm_sys_mremap(old_address, old_size, new_size, flags, new_address));
-}
+/* the same call as ucm_mmap_mremap_raw() */
+UCS_F_HOT void *ucm_orig_mremap(void *old_address, size_t old_size,
+                                size_t new_size, int flags, ...)
+    __attribute__((alias("ucm_mmap_mremap_raw")));
 
 UCS_F_HOT int ucm_orig_madvise(void *addr, size_t length, int advice)
 {
