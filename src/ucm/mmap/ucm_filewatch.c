@@ -14,7 +14,6 @@
 #include <ucm/util/ucm_sys.h>
 
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
@@ -573,26 +572,17 @@ static void ucm_filewatch_drain(int fd)
  * handlers for them; no signal is involved, and it takes none. */
 static void *ucm_filewatch_thread(void *arg)
 {
-    int fd            = (int)(intptr_t)arg;
-    struct pollfd pfd = {fd, POLLIN, 0};
+    int fd = (int)(intptr_t)arg;
+    long ret;
 
 #ifdef _GNU_SOURCE
     pthread_setname_np(pthread_self(), "ucm-filewatch");
 #endif
     __atomic_store_n(&ucm_filewatch_thread_up, 1, __ATOMIC_RELEASE);
-    for (;;) {
-        if (poll(&pfd, 1, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            break;
-        }
-        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
-            errno = EBADF;
-            break;
-        }
+    while ((ret = ucm_sys_wait_readable(fd)) == 0) {
         ucm_filewatch_drain(fd);
     }
+    errno = (int)-ret;
     ucm_warn("UCX_MEM_FILE_WATCH: watch thread stopped (%s): removals by "
              "calls no hook sees are no longer reported",
              strerror(errno));

@@ -47,7 +47,6 @@
 #include <stddef.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -366,8 +365,7 @@ static void *ucm_uffd_dispatcher(void *arg)
  * holds while unmapping. */
 static void *ucm_uffd_reader(void *arg)
 {
-    int fd            = (int)(intptr_t)arg;
-    struct pollfd pfd = {fd, POLLIN, 0};
+    int fd = (int)(intptr_t)arg;
     static const struct uffd_msg mark;
     struct uffd_msg msgs[UCM_UFFD_BATCH];
     ssize_t ret;
@@ -375,16 +373,7 @@ static void *ucm_uffd_reader(void *arg)
 
     ucm_uffd_on_monitor = 1;
     __atomic_add_fetch(&ucm_uffd_threads_up, 1, __ATOMIC_RELEASE);
-    for (;;) {
-        if (poll(&pfd, 1, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            break;
-        }
-        if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
-            break;
-        }
+    while (ucm_sys_wait_readable(fd) == 0) {
         /* before read(): the unmappers resume as soon as it returns */
         __atomic_add_fetch(&ucm_uffd_draining, 1, __ATOMIC_SEQ_CST);
         while ((ret = read(fd, msgs, sizeof(msgs))) > 0) {

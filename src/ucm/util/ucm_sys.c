@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -139,6 +140,18 @@ long ucm_sys_membarrier(int cmd, unsigned flags)
 long ucm_sys_sched_yield(void)
 {
     return ucm_sys_syscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+}
+
+long ucm_sys_wait_readable(int fd)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+
+    while (poll(&pfd, 1, -1) < 0) {
+        if (errno != EINTR) {
+            return -errno;
+        }
+    }
+    return (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) ? -EBADF : 0;
 }
 
 size_t ucm_sys_page_size(void)

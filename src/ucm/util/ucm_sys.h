@@ -69,6 +69,11 @@ long ucm_sys_tgkill(long pid, long tid, int sig);
 long ucm_sys_membarrier(int cmd, unsigned flags);
 long ucm_sys_sched_yield(void);
 
+/* Block until fd is readable (poll, EINTR retried): 0, or -errno; a
+ * descriptor in error, hung up or closed is -EBADF.  For libucm's own
+ * threads (monitor, watch), not hook context. */
+long ucm_sys_wait_readable(int fd);
+
 /* Page size (cached after the first call; 4096 until then). */
 size_t ucm_sys_page_size(void);
 
